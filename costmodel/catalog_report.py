@@ -1,0 +1,48 @@
+"""`cost4d models` and `cost4d hardware`: the catalogs as tables or JSON."""
+
+from __future__ import annotations
+
+from costmodel.report import console, emit_json, table
+
+
+def models(as_json: bool) -> None:
+    from costmodel.specs.catalog import BUILTIN_MODELS
+    from costmodel.specs.load import load_model
+    from costmodel.strategies.model import param_parts
+
+    rows = []
+    for name in BUILTIN_MODELS:
+        spec = load_model(name)
+        parts = param_parts(spec)
+        rows.append({"name": name, "kind": spec.kind, "params": sum(parts.values()), "parts": parts,
+                     "spec": spec.model_dump()})
+    if as_json:
+        emit_json({"models": rows})
+        return
+    t = table("Built-in models", "name", "kind", ">params", "shape", "source")
+    for row in rows:
+        s = row["spec"]
+        shape = (f"D={s['d_model']} F={s['d_ff']} L={s['layers']}" if s["kind"] == "ffn" else
+                 f"D={s['hidden']} F={s['ffn_hidden']} L={s['layers']} heads={s['heads']}/{s['kv_heads']} V={s['vocab']}")
+        t.add_row(row["name"], row["kind"], f"{row['params']:,}", shape, s["source"])
+    console().print(t)
+
+
+def hardware(as_json: bool) -> None:
+    from costmodel.specs.load import hardware_names, load_hardware
+
+    specs = [load_hardware(name) for name in hardware_names()]
+    if as_json:
+        emit_json({"hardware": [s.model_dump() for s in specs]})
+        return
+    t = table("Shipped hardware (dense peak; network bandwidth per device)", "name", "kind",
+              ">bf16 TFLOP/s", ">HBM GiB", ">HBM TB/s", "network")
+    for s in specs:
+        levels = "; ".join(
+            f"{lvl.name} {lvl.bandwidth_bytes_per_s / 1e9:g} GB/s"
+            + (f" x{lvl.domain_size}" if lvl.domain_size else "")
+            + (" (per axis, bidir)" if lvl.kind == "ici" else "")
+            for lvl in s.network)
+        t.add_row(s.name, s.kind, f"{s.peak_flops.bf16 / 1e12:,.1f}", f"{s.hbm.capacity_bytes / 2**30:,.1f}",
+                  f"{s.hbm.bandwidth_bytes_per_s / 1e12:.2f}", levels)
+    console().print(t)

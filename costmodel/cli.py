@@ -1,0 +1,168 @@
+"""The `cost4d` command line: one command per question, tables with units, --json for scripts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from costmodel import options as o
+from costmodel.errors import CostModelError
+from costmodel.units import UnitSystem
+
+app = typer.Typer(
+    name="cost4d",
+    help="What 4D-parallel training costs in memory, FLOPs, communication and time, with the formulas.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _layout(**fields):
+    """A Layout from CLI values; a validation error names the flag."""
+    from pydantic import ValidationError
+
+    from costmodel.specs.layout import Layout
+
+    try:
+        return Layout(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        if first["loc"]:
+            flag = "--" + str(first["loc"][0]).replace("_", "-")
+            raise CostModelError(f"{flag} {fields.get(first['loc'][0])!r}: {first['msg']}") from None
+        raise CostModelError(first["msg"].removeprefix("Value error, ")) from None
+
+
+def _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations=0.0, reshard=True, mx=1, my=1):
+    return _layout(tokens=tokens, dp=dp, fsdp=fsdp, zero=zero, tp=tp, sp=sp, pp=pp, cp=cp,
+                   shard_activations=shard_activations, reshard_after_forward=reshard, mx=mx, my=my)
+
+
+@app.command()
+def models(as_json: o.JsonOpt = False) -> None:
+    """List the built-in models with their parameter counts."""
+    from costmodel import catalog_report
+
+    catalog_report.models(as_json)
+
+
+@app.command()
+def hardware(as_json: o.JsonOpt = False) -> None:
+    """List the shipped device specs (peak FLOP/s, HBM, network levels)."""
+    from costmodel import catalog_report
+
+    catalog_report.hardware(as_json)
+
+
+@app.command()
+def memory(
+    model: o.ModelOpt,
+    recipe: o.RecipeOpt = "cs336",
+    tokens: o.TokensOpt = 0,
+    dp: o.DpOpt = 1,
+    fsdp: o.FsdpOpt = 1,
+    zero: o.ZeroOpt = 3,
+    tp: o.TpOpt = 1,
+    sp: o.SpOpt = False,
+    pp: o.PpOpt = 1,
+    cp: o.CpOpt = 1,
+    shard_activations: o.ShardActOpt = 0.0,
+    reshard: o.ReshardOpt = True,
+    hardware: o.HardwareOpt = None,
+    units: o.UnitsOpt = UnitSystem.si,
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+) -> None:
+    """Memory per device by component: weights, master, gradients, optimizer, activations.
+
+    Example: cost4d memory --model xxl --fsdp 38 --tokens 4096 --shard-activations 0.5 --symbolic
+    """
+    from costmodel import report
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+    from costmodel.strategies.memory import memory_breakdown
+
+    spec = load_model(model)
+    rec = load_recipe(recipe)
+    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations, reshard)
+    device = load_hardware(hardware or "h100-sxm")
+    breakdown = memory_breakdown(spec, rec, lay)
+    report.memory(spec, rec, lay, breakdown, device, fits=hardware is not None,
+                  units=units, as_json=as_json, symbolic=symbolic)
+
+
+@app.command()
+def flops(
+    model: o.ModelOpt,
+    tokens: o.TokensOpt = 1,
+    seq: int = typer.Option(None, help="Sequence length for the attention term (default: the model's)."),
+    tp: o.TpOpt = 1,
+    pp: o.PpOpt = 1,
+    cp: o.CpOpt = 1,
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+) -> None:
+    """Forward and backward FLOPs per token and per step (matmuls, as FlopCounterMode counts)."""
+    from costmodel import report
+    from costmodel.specs.load import load_model
+    from costmodel.strategies.flops import step_flops
+
+    spec = load_model(model)
+    if seq is not None and seq <= 0:
+        raise CostModelError(f"--seq {seq}: must be positive")
+    lay = _layout_from(tokens, 1, 1, 3, tp, False, pp, cp)
+    report.flops(spec, lay, step_flops(spec, lay, seq), as_json=as_json, symbolic=symbolic)
+
+
+@app.command()
+def comm(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(help="Device name (see `cost4d hardware`) or a spec file.")],
+    recipe: o.RecipeOpt = "cs336",
+    tokens: o.TokensOpt = 0,
+    dp: o.DpOpt = 1,
+    fsdp: o.FsdpOpt = 1,
+    zero: o.ZeroOpt = 3,
+    tp: o.TpOpt = 1,
+    sp: o.SpOpt = False,
+    pp: o.PpOpt = 1,
+    cp: o.CpOpt = 1,
+    reshard: o.ReshardOpt = True,
+    mx: o.MxOpt = 1,
+    my: o.MyOpt = 1,
+    units: o.UnitsOpt = UnitSystem.si,
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+) -> None:
+    """Bytes each device sends per step in each collective, and the bandwidth-bound time.
+
+    Example: cost4d comm --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --tokens 4096
+    """
+    from costmodel import report
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+    from costmodel.strategies.comm import timed_collectives
+
+    spec = load_model(model)
+    rec = load_recipe(recipe)
+    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, reshard=reshard, mx=mx, my=my)
+    device = load_hardware(hardware)
+    rows = timed_collectives(spec, rec, lay, device)
+    report.comm(spec, rec, lay, device, rows, units=units, as_json=as_json, symbolic=symbolic)
+
+
+def main() -> None:
+    """Entry point: click's own usage errors and ours both end as one line and exit code 2."""
+    import click
+
+    try:
+        code = app(standalone_mode=False)
+    except CostModelError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise SystemExit(2) from None
+    except click.ClickException as err:
+        typer.echo(f"error: {err.format_message()}", err=True)
+        raise SystemExit(err.exit_code) from None
+    except click.exceptions.Abort:
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

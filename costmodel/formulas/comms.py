@@ -1,0 +1,50 @@
+"""Bytes a device sends in one collective, and the time that takes at a given bandwidth.
+
+S is the full buffer as nccl-tests counts it (the gathered output for all-gather, the input for
+reduce-scatter and all-reduce). Ring algorithms: each device sends (n - 1)/n S per pass.
+"""
+
+from __future__ import annotations
+
+
+def allgather_bytes_sent(*, buffer_bytes, group):
+    """All-gather: (n - 1)/n S (each device forwards the n - 1 shards it does not own).
+
+    Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw (n-1)/n); Scaling Book collectives chapter.
+    """
+    return buffer_bytes * (group - 1) / group
+
+
+def reducescatter_bytes_sent(*, buffer_bytes, group):
+    """Reduce-scatter: (n - 1)/n S, the mirror image of all-gather."""
+    return buffer_bytes * (group - 1) / group
+
+
+def allreduce_bytes_sent(*, buffer_bytes, group):
+    """All-reduce = reduce-scatter + all-gather: 2 (n - 1)/n S.
+
+    Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw 2(n-1)/n).
+    """
+    return 2 * buffer_bytes * (group - 1) / group
+
+
+def alltoall_bytes_sent(*, buffer_bytes, group):
+    """All-to-all: (n - 1)/n S (keeps its own 1/n, sends the rest)."""
+    return buffer_bytes * (group - 1) / group
+
+
+def transfer_seconds(*, bytes_sent, bandwidth):
+    """Bandwidth-bound time: bytes sent / egress bandwidth of the axis (no latency term yet).
+
+    On a bidirectional ring (TPU ICI) the egress bandwidth is W_ici M for an axis spanning M torus
+    axes, which gives the Scaling Book's all-gather time V / (W_ici M) for large n.
+    """
+    return bytes_sent / bandwidth
+
+
+BYTES_SENT = {
+    "all-gather": allgather_bytes_sent,
+    "reduce-scatter": reducescatter_bytes_sent,
+    "all-reduce": allreduce_bytes_sent,
+    "all-to-all": alltoall_bytes_sent,
+}

@@ -1,0 +1,65 @@
+"""Parameter counts, one named part per function."""
+
+from __future__ import annotations
+
+
+def ffn_block_params(*, d_model, d_ff, gated=False):
+    """Weights of one FFN block: (2 + gated) D F.
+
+    Source: CS336 A2 communication_accounting (two linear layers D -> F -> D, no biases);
+    a gated (GLU) block adds a third D x F matrix (Shazeer 2020, arXiv:2002.05202).
+    """
+    matrices = 3 if gated else 2
+    return matrices * d_model * d_ff
+
+
+def ffn_stack_params(*, d_model, d_ff, layers, gated=False):
+    """Weights of the whole FFN stack: P = (2 + gated) D F L (XXL: P = 2 D F L)."""
+    return layers * ffn_block_params(d_model=d_model, d_ff=d_ff, gated=gated)
+
+
+def attention_params(*, hidden, heads, kv_heads, head_dim, bias=False):
+    """Q, K, V and output projections: D d_h (2a + 2 a_kv) (+ biases d_h (a + 2 a_kv) + D).
+
+    Source: Vaswani et al. 2017; GQA as in Ainslie et al. 2023, arXiv:2305.13245 (K, V have a_kv heads).
+    """
+    weights = hidden * head_dim * (2 * heads + 2 * kv_heads)
+    biases = head_dim * (heads + 2 * kv_heads) + hidden if bias else 0
+    return weights + biases
+
+
+def mlp_params(*, hidden, ffn_hidden, gated, bias=False):
+    """MLP weights: (2 + gated) D F (+ biases (1 + gated) F + D)."""
+    matrices = 3 if gated else 2
+    weights = matrices * hidden * ffn_hidden
+    biases = (matrices - 1) * ffn_hidden + hidden if bias else 0
+    return weights + biases
+
+
+def norm_params(*, hidden, with_bias):
+    """One RMSNorm (D weights) or LayerNorm (D weights + D biases)."""
+    return 2 * hidden if with_bias else hidden
+
+
+def embedding_params(*, vocab, hidden):
+    """Token embedding table: V D."""
+    return vocab * hidden
+
+
+def position_params(*, max_position, hidden):
+    """Learned absolute position table: s_max D (rotary embeddings have none)."""
+    return max_position * hidden
+
+
+def output_params(*, vocab, hidden, tied):
+    """Output projection (logits): V D, or nothing when it shares the embedding matrix."""
+    return 0 if tied else vocab * hidden
+
+
+def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, gated, bias, norm_bias):
+    """One block: attention + MLP + two norms."""
+    return (
+        attention_params(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=bias)
+        + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias)
+        + 2 * norm_params(hidden=hidden, with_bias=norm_bias)
+    )

@@ -1,0 +1,50 @@
+"""Command-line options shared by the commands, declared once (typer ``Annotated`` aliases)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from costmodel.units import UnitSystem
+
+_LAYOUT = "Parallel layout"
+_OUT = "Output"
+
+ModelOpt = Annotated[str, typer.Option(
+    "--model", "-m", help="Built-in model name (see `cost4d models`) or a spec file (.toml/.json).")]
+RecipeOpt = Annotated[str, typer.Option(
+    help="Precision recipe: cs336 (default, 16 B/param), zero, megatron, scaling-book, or a file.")]
+HardwareOpt = Annotated[Optional[str], typer.Option(
+    help="Device name (see `cost4d hardware`) or a hardware spec file.")]
+TokensOpt = Annotated[int, typer.Option(
+    help="Tokens one model replica holds at once: micro-batch x sequence.", rich_help_panel=_LAYOUT)]
+DpOpt = Annotated[int, typer.Option(help="Data-parallel replicas (DDP; HSDP replicas).", rich_help_panel=_LAYOUT)]
+FsdpOpt = Annotated[int, typer.Option(help="Devices the data axis shards state over (ZeRO/FSDP).",
+                                      rich_help_panel=_LAYOUT)]
+ZeroOpt = Annotated[int, typer.Option(
+    help="ZeRO stage on the fsdp axis: 1 optimizer, 2 + gradients, 3 + weights (FSDP).",
+    rich_help_panel=_LAYOUT)]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=_LAYOUT)]
+SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallel within the TP group.",
+                                     rich_help_panel=_LAYOUT)]
+PpOpt = Annotated[int, typer.Option(help="Pipeline stages (memory is the heaviest stage's).",
+                                    rich_help_panel=_LAYOUT)]
+CpOpt = Annotated[int, typer.Option(help="Context-parallel degree.", rich_help_panel=_LAYOUT)]
+ShardActOpt = Annotated[float, typer.Option(
+    help="Fraction of activations sharded over the fsdp axis (XXL part (b): 0.5).",
+    rich_help_panel=_LAYOUT)]
+ReshardOpt = Annotated[bool, typer.Option(
+    "--reshard/--no-reshard", help="FSDP frees gathered weights after forward (re-gathers in backward).",
+    rich_help_panel=_LAYOUT)]
+MxOpt = Annotated[int, typer.Option("--mx", help="M_X: torus axes the data axis spans (TPU).",
+                                    rich_help_panel=_LAYOUT)]
+MyOpt = Annotated[int, typer.Option("--my", help="M_Y: torus axes the TP axis spans (TPU).",
+                                    rich_help_panel=_LAYOUT)]
+UnitsOpt = Annotated[UnitSystem, typer.Option(
+    help="How bytes print: si (GB = 1e9 B, vendors' and ZeRO's unit) or iec (GiB = 2^30 B). "
+    "JSON is always raw bytes.", rich_help_panel=_OUT)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (raw bytes, FLOPs, seconds).",
+                                       rich_help_panel=_OUT)]
+SymbolicOpt = Annotated[bool, typer.Option(
+    "--symbolic", help="Print the formula in Scaling Book letters before the numbers.", rich_help_panel=_OUT)]

@@ -1,0 +1,264 @@
+"""Results as JSON-ready dicts (raw bytes, FLOPs, seconds) and as rich tables naming their units."""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.units import UnitSystem, format_bytes
+
+COMPONENT_LABELS = {
+    "weights": "low-precision weights",
+    "master_weights": "master weights",
+    "grads": "accumulated gradients",
+    "optimizer": "optimizer state",
+    "weight_copies": "weight copies saved for backward",
+    "activations": "activations saved for backward",
+}
+
+
+def number(value):
+    """An int when the value is whole (JSON stays exact), else a float."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def devices_worth(state_bytes: float, hardware) -> list[dict]:
+    """How many devices' HBM the unsharded state fills, under each reading of the capacity.
+
+    The vendor's "80GB" is read two ways in the wild: 80e9 bytes (SI), as the CS336 solution
+    does, and 80 GiB, the HBM the card actually carries. Both are printed, each named.
+    """
+    hbm = hardware.hbm
+    readings = []
+    if hbm.marketed_gb:
+        readings.append(("si", f"{hbm.marketed_gb:g} GB = {hbm.marketed_gb:g}e9 B", hbm.marketed_gb * 1e9))
+    readings.append(("nominal", f"{hbm.capacity_bytes / 2**30:,.1f} GiB = {hbm.capacity_bytes:,} B",
+                     hbm.capacity_bytes))
+    if hbm.usable_bytes:
+        readings.append(("usable", f"usable {hbm.usable_bytes / 2**20:,.0f} MiB", hbm.usable_bytes))
+    return [{"convention": key, "capacity_bytes": number(cap), "label": label,
+             "ratio": state_bytes / cap, "devices": math.ceil(state_bytes / cap)}
+            for key, label, cap in readings]
+
+
+def bytes_cell(value: float, units: UnitSystem) -> str:
+    return format_bytes(value, units)
+
+
+def emit_json(payload: dict) -> None:
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def table(title: str, *columns: str):
+    """A rich table; columns whose name starts with '>' are right-aligned numbers."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for column in columns:
+        right = column.startswith(">")
+        t.add_column(column.lstrip(">"), justify="right" if right else "left")
+    return t
+
+
+def layout_text(layout) -> str:
+    parts = [f"{axis}={getattr(layout, axis)}" for axis in ("dp", "fsdp", "tp", "pp", "cp")
+             if getattr(layout, axis) > 1]
+    if layout.fsdp > 1:
+        parts.append(f"ZeRO-{layout.zero}")
+    if layout.sp:
+        parts.append("sp")
+    return ", ".join(parts) or "one device"
+
+
+def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, symbolic):
+    """Print the per-device memory breakdown (and, with --symbolic, its formula first)."""
+    worth = devices_worth(breakdown.state_bytes_unsharded, hardware)
+    capacity = hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes
+    payload = {
+        "model": model.name, "recipe": recipe.name, "layout": layout.model_dump(),
+        "params": breakdown.params, "params_per_device": breakdown.params_per_device,
+        "components": {k: number(v) for k, v in breakdown.components.items()},
+        "total_bytes": number(breakdown.total_bytes),
+        "state_bytes_unsharded": number(breakdown.state_bytes_unsharded),
+        "activation_bytes_per_token": number(breakdown.activation_bytes_per_token),
+        "weight_copies": breakdown.weight_copies_kind,
+        "devices_worth": {"hardware": hardware.name,
+                          "readings": [{k: v for k, v in r.items() if k != "label"} for r in worth]},
+    }
+    if fits:
+        payload["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity,
+                           "fits": breakdown.total_bytes <= capacity}
+    if as_json:
+        if symbolic:
+            payload["symbolic"] = _memory_symbolic(model, recipe, layout, breakdown)
+        emit_json(payload)
+        return
+    out = console()
+    if symbolic:
+        _print_memory_symbolic(out, _memory_symbolic(model, recipe, layout, breakdown))
+    out.print(f"[bold]{model.name}[/]: {breakdown.params:,} parameters; recipe [bold]{recipe.name}[/] "
+              f"({recipe.description}); layout: {layout_text(layout)}; "
+              f"{layout.tokens:,} tokens per replica")
+    t = table("Memory per device", "component", ">bytes", f">{_unit(units)}")
+    for name, value in breakdown.components.items():
+        label = COMPONENT_LABELS[name]
+        if name == "weight_copies":
+            label += f" ({breakdown.weight_copies_kind})"
+        t.add_row(label, f"{value:,.0f}", _in(value, units))
+    t.add_row("[bold]total[/]", f"[bold]{breakdown.total_bytes:,.0f}[/]", f"[bold]{_in(breakdown.total_bytes, units)}[/]")
+    out.print(t)
+    per_token = breakdown.activation_bytes_per_token
+    out.print(f"Saved for backward per token ({recipe.activations}): {per_token:,.0f} B "
+              f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
+    state = breakdown.state_bytes_unsharded
+    out.print(f"Unsharded training state ({recipe.state_bytes_per_param} B/param): {state:,.0f} B "
+              f"= {format_bytes(state, UnitSystem.si)} = {format_bytes(state, UnitSystem.iec)}")
+    for r in worth:
+        out.print(f"  = {r['ratio']:.2f} -> {r['devices']} x {hardware.name} at {r['label']}")
+    if fits:
+        verdict = "fits" if breakdown.total_bytes <= capacity else "does NOT fit"
+        out.print(f"Per-device total {format_bytes(breakdown.total_bytes, units)} {verdict} in "
+                  f"{hardware.name}'s {format_bytes(capacity, units)}")
+    out.print(f"Units: {_unit(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
+
+
+def _unit(units) -> str:
+    return "GB" if units == UnitSystem.si else "GiB"
+
+
+def _in(value, units) -> str:
+    return f"{value / (1e9 if units == UnitSystem.si else 2**30):,.2f}"
+
+
+def _memory_symbolic(model, recipe, layout, breakdown) -> dict:
+    from costmodel import symbolic as sy
+
+    comps = sy.memory_expressions(recipe, layout, breakdown.weight_copies_kind)
+    total = sy.memory_total(comps)
+    values = sy.substitutions(model, layout, breakdown)
+    return {
+        "components": {k: sy.text(v) for k, v in comps.items()},
+        "total": sy.text(total), "latex": sy.latex(total),
+        "letters": {"P": "parameters on this device before data-axis sharding",
+                    "A": "activation bytes on this device before data-axis sharding",
+                    "N": "FSDP shards (N_FSDP)"},
+        "values": {str(k): number(v) for k, v in values.items() if k in total.free_symbols},
+        "total_evaluated": number(float(total.subs(values))),
+    }
+
+
+def _print_memory_symbolic(out, sym: dict) -> None:
+    out.print("[bold]Formula[/] (bytes per device)")
+    for name, expr in sym["components"].items():
+        out.print(f"  {name:15s} = {expr}")
+    out.print(f"  [bold]total[/]           = {sym['total']}")
+    for letter, meaning in sym["letters"].items():
+        if letter in sym["values"]:
+            out.print(f"  {letter} = {sym['values'][letter]:,}  ({meaning})")
+    out.print(f"  total evaluated = {sym['total_evaluated']:,} B\n")
+
+
+def flops(model, layout, result, *, as_json, symbolic):
+    """Print forward/backward FLOPs per token and per step."""
+    payload = {
+        "model": model.name, "tokens": result.tokens,
+        "forward_flops_per_token": number(result.forward_per_token),
+        "backward_flops_per_token": number(result.backward_per_token),
+        "flops_per_token": number(result.per_token),
+        "forward_flops": number(result.forward), "backward_flops": number(result.backward),
+        "total_flops": number(result.total), "flops_per_device": number(result.per_device),
+        "six_n_t": 6 * _params(model) * result.tokens,
+    }
+    sym = _flops_symbolic(model) if symbolic else None
+    if as_json:
+        if sym:
+            payload["symbolic"] = sym
+        emit_json(payload)
+        return
+    out = console()
+    if sym:
+        out.print("[bold]Formula[/] (FLOPs per token; multiply by the B tokens of a step)")
+        for name, expr in sym.items():
+            out.print(f"  {name} = {expr}")
+    t = table(f"{model.name}: FLOPs (matmuls) for {result.tokens:,} tokens", "pass", ">per token", ">per step")
+    t.add_row("forward", f"{result.forward_per_token:,.0f}", f"{result.forward:.4e}")
+    t.add_row("backward", f"{result.backward_per_token:,.0f}", f"{result.backward:.4e}")
+    t.add_row("[bold]total[/]", f"{result.per_token:,.0f}", f"{result.total:.4e}")
+    out.print(t)
+    out.print(f"6 N T rule of thumb: {payload['six_n_t']:.4e}; per device (tp x pp x cp = "
+              f"{result.devices_per_replica}): {result.per_device:.4e} FLOP")
+
+
+def _params(model) -> int:
+    from costmodel.strategies.model import total_params
+
+    return total_params(model)
+
+
+def _flops_symbolic(model) -> dict:
+    from costmodel import symbolic as sy
+
+    if model.kind != "ffn":
+        return {"note": "symbolic FLOPs are printed for the FFN stack; transformer letters come with issue 4"}
+    return {k: sy.text(v) for k, v in sy.ffn_flops_expressions(model).items()}
+
+
+def comm(model, recipe, layout, hardware, rows, *, units, as_json, symbolic):
+    """Print each collective of a step: buffer, bytes sent, level, time."""
+    payload = {
+        "model": model.name, "hardware": hardware.name, "recipe": recipe.name,
+        "layout": layout.model_dump(),
+        "collectives": [
+            {"op": r.collective.op, "axis": r.collective.axis, "purpose": r.collective.purpose,
+             "phase": r.collective.phase, "group": r.collective.group, "calls": r.collective.calls,
+             "buffer_bytes_per_call": number(r.collective.buffer_bytes),
+             "bytes_sent": number(r.collective.bytes_sent), "level": r.link.level,
+             "bandwidth_bytes_per_s": r.link.bandwidth, "seconds": r.seconds}
+            for r in rows],
+        "total_bytes_sent": number(sum(r.collective.bytes_sent for r in rows)),
+        "total_seconds": sum(r.seconds for r in rows),
+        "convention": "time = bytes sent / egress bandwidth of the axis; no latency, no overlap",
+    }
+    sym = _comm_symbolic(model, recipe, layout) if symbolic else None
+    if as_json:
+        if sym:
+            payload["symbolic"] = sym
+        emit_json(payload)
+        return
+    out = console()
+    if sym:
+        out.print("[bold]Formula[/] (bytes one device sends per step; P = params on the device "
+                  "before data sharding, N fsdp, R dp, Y tp, B tokens, D width, L layers)")
+        for line in sym:
+            out.print(f"  {line['op']} {line['axis']} ({line['purpose']}): {line['bytes_sent']}")
+    t = table(f"{model.name} on {hardware.name}: collectives per step ({layout_text(layout)})",
+              "collective", "axis", "purpose", ">group", ">calls", ">buffer/call", ">sent/device",
+              "level", ">time")
+    for r in rows:
+        c = r.collective
+        t.add_row(c.op, c.axis, f"{c.purpose} ({c.phase})", str(c.group), str(c.calls),
+                  format_bytes(c.buffer_bytes, units), format_bytes(c.bytes_sent, units),
+                  r.link.level, f"{r.seconds * 1e3:,.3f} ms")
+    out.print(t)
+    if not rows:
+        out.print("No collectives: every axis has degree 1.")
+    out.print(f"Total sent per device: {format_bytes(payload['total_bytes_sent'], units)}; "
+              f"time {payload['total_seconds'] * 1e3:,.3f} ms ({payload['convention']}).")
+
+
+def _comm_symbolic(model, recipe, layout) -> list[dict]:
+    from costmodel import symbolic as sy
+
+    return [{"op": c.op, "axis": c.axis, "purpose": c.purpose,
+             "bytes_sent": sy.text(sy.sp.simplify(c.bytes_sent))}
+            for c in sy.collective_expressions(model, recipe, layout)]

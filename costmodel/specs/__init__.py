@@ -1,0 +1,1 @@
+"""Specs: model, hardware, training recipe and parallel layout (pydantic, frozen, extra='forbid')."""

@@ -1,0 +1,54 @@
+"""Built-in models, each with the source of its numbers. Specs are built on first use only."""
+
+from __future__ import annotations
+
+_HF = "Hugging Face config.json of "
+
+#: name -> keyword arguments of the spec (``kind`` picks FFNStack or Transformer).
+BUILTIN_MODELS: dict[str, dict] = {
+    "xxl": dict(
+        kind="ffn", name="xxl", d_model=16384, d_ff=53248, layers=126,
+        description="CS336 A2 XXL: 126 blocks of two linear layers, no attention or embeddings",
+        source="Stanford CS336 (Spring 2025) Assignment 2, Problem communication_accounting",
+    ),
+    "gpt2": dict(
+        kind="transformer", name="gpt2", hidden=768, ffn_hidden=3072, layers=12, heads=12,
+        kv_heads=12, vocab=50257, tied_embeddings=True, mlp="gelu", norm="layernorm", bias=True,
+        position="learned", max_position=1024, seq_len=1024,
+        description="GPT-2 small (124M)",
+        source=_HF + "openai-community/gpt2 (n_embd 768, n_layer 12, n_head 12, n_positions 1024)",
+    ),
+    "gpt3-175b": dict(
+        kind="transformer", name="gpt3-175b", hidden=12288, ffn_hidden=4 * 12288, layers=96,
+        heads=96, kv_heads=96, vocab=50257, tied_embeddings=True, mlp="gelu", norm="layernorm",
+        bias=True, position="learned", max_position=2048, seq_len=2048,
+        description="GPT-3 175B (GPT-2 architecture, d_ff = 4 d_model)",
+        source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (n_layers 96, d_model 12288, "
+        "n_heads 96, d_head 128, n_ctx 2048); GPT-2 BPE vocabulary of 50257",
+    ),
+    "llama2-7b": dict(
+        kind="transformer", name="llama2-7b", hidden=4096, ffn_hidden=11008, layers=32, heads=32,
+        kv_heads=32, vocab=32000, seq_len=4096, description="Llama 2 7B",
+        source=_HF + "meta-llama/Llama-2-7b-hf; Touvron et al. 2023, arXiv:2307.09288",
+    ),
+    "llama2-70b": dict(
+        kind="transformer", name="llama2-70b", hidden=8192, ffn_hidden=28672, layers=80, heads=64,
+        kv_heads=8, vocab=32000, seq_len=4096, description="Llama 2 70B (GQA, 8 KV heads)",
+        source=_HF + "meta-llama/Llama-2-70b-hf; Touvron et al. 2023, arXiv:2307.09288",
+    ),
+    "llama3-8b": dict(
+        kind="transformer", name="llama3-8b", hidden=4096, ffn_hidden=14336, layers=32, heads=32,
+        kv_heads=8, vocab=128256, seq_len=8192, description="Llama 3 8B",
+        source=_HF + "meta-llama/Meta-Llama-3-8B; Llama Team 2024, arXiv:2407.21783, Table 3",
+    ),
+    "llama3-70b": dict(
+        kind="transformer", name="llama3-70b", hidden=8192, ffn_hidden=28672, layers=80, heads=64,
+        kv_heads=8, vocab=128256, seq_len=8192, description="Llama 3 70B",
+        source=_HF + "meta-llama/Meta-Llama-3-70B; Llama Team 2024, arXiv:2407.21783, Table 3",
+    ),
+    "llama3-405b": dict(
+        kind="transformer", name="llama3-405b", hidden=16384, ffn_hidden=53248, layers=126,
+        heads=128, kv_heads=8, vocab=128256, seq_len=8192, description="Llama 3.1 405B",
+        source=_HF + "meta-llama/Llama-3.1-405B; Llama Team 2024, arXiv:2407.21783, Table 3",
+    ),
+}

@@ -1,0 +1,93 @@
+"""Hardware specs: one device's compute, HBM and network levels, each table with its source.
+
+Files live in ``hardware/<name>.toml`` (shipped inside the wheel as ``costmodel/_hardware``).
+Keys carry their units (``bandwidth_bytes_per_s``); values are stored in base units.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from costmodel.specs.base import Spec
+
+Positive = Annotated[float, Field(gt=0)]
+
+
+class PeakFlops(Spec):
+    """Dense peak FLOP/s of one device per dtype (no 2:4 sparsity)."""
+
+    fp64: Positive | None = None
+    fp32: Positive | None = None
+    tf32: Positive | None = None
+    bf16: Positive | None = None
+    fp16: Positive | None = None
+    fp8: Positive | None = None
+    int8: Positive | None = None
+    fp4: Positive | None = None
+    source: str
+
+
+class HBM(Spec):
+    """High-bandwidth memory of one device."""
+
+    capacity_bytes: Annotated[int, Field(gt=0)] = Field(description="nominal capacity (bytes)")
+    usable_bytes: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="what the driver or runtime exposes (bytes), where a source gives it")
+    bandwidth_bytes_per_s: Positive = Field(description="HBM bandwidth (B/s)")
+    marketed_gb: Positive | None = Field(
+        None, description="the capacity as marketed, in the vendor's 'GB' (80 for 'H100 80GB')")
+    source: str
+
+
+class NetworkLevel(Spec):
+    """One level of the interconnect.
+
+    GPU levels: ``bandwidth_bytes_per_s`` is what one device can send out at once, one direction.
+    ICI: per torus axis, bidirectional (the Scaling Book's W_ici).
+    """
+
+    name: str
+    kind: Literal["nvlink", "xgmi", "neuronlink", "ici", "pcie", "infiniband", "ethernet", "efa", "dcn"]
+    bandwidth_bytes_per_s: Positive
+    domain_size: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="devices connected at this level; None = unbounded scale-out")
+    torus_axes: Annotated[int, Field(gt=0)] | None = Field(None, description="ICI only: torus dimensions")
+    max_shape: list[Annotated[int, Field(gt=0)]] | None = Field(None, description="ICI only: largest slice")
+    wraparound: bool | None = Field(None, description="ICI only: whether full axes wrap around")
+    source: str
+
+
+class Hardware(Spec):
+    """One accelerator with its memory and network."""
+
+    name: str
+    description: str = ""
+    kind: Literal["gpu", "tpu"]
+    peak_flops: PeakFlops
+    hbm: HBM
+    network: list[NetworkLevel] = Field(min_length=1, description="fastest level first")
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Hardware":
+        if self.peak_flops.bf16 is None:
+            raise ValueError("peak_flops.bf16 is required (the default compute dtype)")
+        if self.kind == "tpu" and not any(level.kind == "ici" for level in self.network):
+            raise ValueError("a TPU needs an 'ici' network level")
+        return self
+
+    def flops(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s for ``dtype``."""
+        value = getattr(self.peak_flops, dtype, None)
+        if value is None:
+            raise ValueError(f"{self.name} has no peak FLOP/s for {dtype}")
+        return value
+
+    def level(self, kind_or_name: str) -> NetworkLevel:
+        """The network level with this name or kind."""
+        for level in self.network:
+            if kind_or_name in (level.name, level.kind):
+                return level
+        raise ValueError(f"{self.name} has no network level {kind_or_name!r}")

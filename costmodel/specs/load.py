@@ -1,0 +1,131 @@
+"""Find specs by name or file, with one clear line for anything wrong.
+
+Names: built-in models (``catalog.py``), hardware files (``hardware/*.toml``), named recipes.
+Files: ``.toml`` or ``.json`` holding the spec's fields; errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+from costmodel.errors import CostModelError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def hardware_dir() -> Path:
+    """The shipped device files: inside the wheel, or the checkout's top-level hardware/."""
+    for candidate in (_PACKAGE / "_hardware", _PACKAGE.parent / "hardware"):
+        if candidate.is_dir():
+            return candidate
+    raise CostModelError("no hardware/ directory found next to the package")
+
+
+def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return CostModelError(f"unknown {kind} {name!r}{hint} (known: {', '.join(sorted(known))})")
+
+
+def read_file(path: Path) -> dict:
+    """A TOML or JSON file as a dict, or one line saying where it is malformed."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise CostModelError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except json.JSONDecodeError as err:
+        raise CostModelError(f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CostModelError(f"{path}: malformed TOML: {err}") from None
+    if not isinstance(data, dict):
+        raise CostModelError(f"{path}: expected a table of fields at the top level")
+    return data
+
+
+def validate(cls, data: dict, where: str):
+    """Build spec ``cls`` from ``data``; a validation error becomes one line naming the field."""
+    from pydantic import ValidationError
+
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+        raise CostModelError(f"{where}: {loc}: {first['msg']}{more}") from None
+
+
+def _is_path(name: str) -> bool:
+    return name.endswith((".toml", ".json")) or "/" in name
+
+
+def load_model(name: str):
+    """A built-in model by name, or a spec file (TOML/JSON with ``kind`` = ffn | transformer)."""
+    from pydantic import TypeAdapter
+
+    from costmodel.specs.catalog import BUILTIN_MODELS
+    from costmodel.specs.model import Model
+
+    if _is_path(name):
+        path = Path(name)
+        data = read_file(path)
+        if "kind" not in data:
+            raise CostModelError(f"{path}: missing 'kind' (ffn or transformer)")
+        data.setdefault("name", path.stem)
+        return _validate_model(TypeAdapter(Model), data, str(path))
+    if name not in BUILTIN_MODELS:
+        raise _unknown("model", name, list(BUILTIN_MODELS))
+    return _validate_model(TypeAdapter(Model), BUILTIN_MODELS[name], name)
+
+
+def _validate_model(adapter, data: dict, where: str):
+    from pydantic import ValidationError
+
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"][1:]) or "(top level)"
+        raise CostModelError(f"{where}: {loc}: {first['msg']}") from None
+
+
+def hardware_names() -> list[str]:
+    return sorted(p.stem for p in hardware_dir().glob("*.toml"))
+
+
+def load_hardware(name: str):
+    """A shipped device by name, or a hardware spec file."""
+    from costmodel.specs.hardware import Hardware
+
+    path = Path(name) if _is_path(name) else hardware_dir() / f"{name}.toml"
+    if not path.is_file():
+        if _is_path(name):
+            raise CostModelError(f"no such hardware file: {name}")
+        raise _unknown("hardware", name, hardware_names())
+    return validate(Hardware, read_file(path), str(path) if _is_path(name) else name)
+
+
+def load_recipe(name: str):
+    """A named recipe, or a recipe file."""
+    from costmodel.specs.recipe import RECIPES, Recipe
+
+    if _is_path(name):
+        path = Path(name)
+        data = read_file(path)
+        data.setdefault("name", path.stem)
+        return validate(Recipe, data, str(path))
+    if name not in RECIPES:
+        raise _unknown("recipe", name, list(RECIPES))
+    return RECIPES[name]

@@ -1,0 +1,80 @@
+"""Model specs: the FFN stack of the XXL problem and a Llama/GPT-style decoder-only transformer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from costmodel.specs.base import Spec
+
+Count = Annotated[int, Field(gt=0)]
+
+
+class FFNStack(Spec):
+    """L blocks of linear layers D -> F -> D, nothing else (CS336 A2 'communication_accounting').
+
+    Without ``gated`` a block is two matrices (W_in: D x F, W_out: F x D). With ``gated`` a third
+    D x F matrix multiplies in elementwise (GLU/SwiGLU style).
+    """
+
+    kind: Literal["ffn"] = "ffn"
+    name: str = Field(description="short name used on the command line")
+    description: str = ""
+    d_model: Count = Field(description="D, width of the residual stream (elements)")
+    d_ff: Count = Field(description="F, hidden width of each block (elements)")
+    layers: Count = Field(description="L, number of blocks")
+    gated: bool = Field(False, description="third D x F matrix, multiplied in elementwise (GLU)")
+    activation: Literal["none", "relu", "gelu", "silu"] = Field(
+        "none", description="nonlinearity between the matrices; XXL has none")
+    input_requires_grad: bool = Field(
+        False,
+        description="whether the stack's input needs a gradient (true when something trainable "
+        "sits before it). When false, as for XXL, autograd skips the first layer's "
+        "input-gradient matmul and does not save that layer's weight copy.")
+    source: str = Field("", description="where the numbers come from")
+
+
+class Transformer(Spec):
+    """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style."""
+
+    kind: Literal["transformer"] = "transformer"
+    name: str = Field(description="short name used on the command line")
+    description: str = ""
+    hidden: Count = Field(description="D = h, width of the residual stream (elements)")
+    ffn_hidden: Count = Field(description="F, MLP hidden width (elements)")
+    layers: Count = Field(description="L, number of transformer blocks")
+    heads: Count = Field(description="a, query heads")
+    kv_heads: Count = Field(description="key/value heads (GQA); equal to heads for MHA")
+    head_dim: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="elements per head; default hidden / heads")
+    vocab: Count = Field(description="V, vocabulary size (tokens)")
+    tied_embeddings: bool = Field(False, description="output projection shares the embedding matrix")
+    mlp: Literal["swiglu", "gelu"] = Field("swiglu", description="MLP: SwiGLU (3 matrices) or GeLU (2)")
+    norm: Literal["rmsnorm", "layernorm"] = Field(
+        "rmsnorm", description="RMSNorm (weight only) or LayerNorm (weight and bias)")
+    bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 do, Llama does not)")
+    position: Literal["rope", "learned"] = Field(
+        "rope", description="rotary (no parameters) or learned absolute position embeddings")
+    max_position: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="positions of a learned position table (tokens); needed for 'learned'")
+    seq_len: Count = Field(description="s, training sequence length (tokens)")
+    source: str = Field("", description="where the numbers come from")
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> "Transformer":
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; give head_dim")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
+        if self.position == "learned" and self.max_position is None:
+            raise ValueError("position='learned' needs max_position")
+        return self
+
+    @property
+    def dim_per_head(self) -> int:
+        """Elements per attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+
+Model = Annotated[Union[FFNStack, Transformer], Field(discriminator="kind")]

@@ -1,0 +1,1 @@
+"""Strategies: wire the pure formulas to specs and a layout, one module per concern."""
