@@ -153,16 +153,23 @@ def comm(
 
 def main() -> None:
     """Entry point: click's own usage errors and ours both end as one line and exit code 2."""
-    import click
+    try:  # typer >= 0.22 carries its own copy of click
+        from typer._click import exceptions as click_errors
+    except ImportError:
+        from click import exceptions as click_errors
 
     try:
         code = app(standalone_mode=False)
     except CostModelError as err:
         typer.echo(f"error: {err}", err=True)
         raise SystemExit(2) from None
-    except click.ClickException as err:
+    except click_errors.ClickException as err:
         typer.echo(f"error: {err.format_message()}", err=True)
         raise SystemExit(err.exit_code) from None
-    except click.exceptions.Abort:
+    except getattr(click_errors, "Abort", ()):  # Ctrl-C at a prompt
         raise SystemExit(1) from None
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -111,6 +111,8 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
               f"{layout.tokens:,} tokens per replica")
     t = table("Memory per device", "component", ">bytes", f">{_unit(units)}")
     for name, value in breakdown.components.items():
+        if name == "weight_copies" and breakdown.weight_copies_kind == "none":
+            continue
         label = COMPONENT_LABELS[name]
         if name == "weight_copies":
             label += f" ({breakdown.weight_copies_kind})"
@@ -122,7 +124,7 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
               f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
     state = breakdown.state_bytes_unsharded
     out.print(f"Unsharded training state ({recipe.state_bytes_per_param} B/param): {state:,.0f} B "
-              f"= {format_bytes(state, UnitSystem.si)} = {format_bytes(state, UnitSystem.iec)}")
+              f"= {state / 1e9:,.1f} GB = {state / 2**30:,.1f} GiB")
     for r in worth:
         out.print(f"  = {r['ratio']:.2f} -> {r['devices']} x {hardware.name} at {r['label']}")
     if fits:
@@ -160,6 +162,8 @@ def _memory_symbolic(model, recipe, layout, breakdown) -> dict:
 def _print_memory_symbolic(out, sym: dict) -> None:
     out.print("[bold]Formula[/] (bytes per device)")
     for name, expr in sym["components"].items():
+        if expr == "0":
+            continue
         out.print(f"  {name:15s} = {expr}")
     out.print(f"  [bold]total[/]           = {sym['total']}")
     for letter, meaning in sym["letters"].items():

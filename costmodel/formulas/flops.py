@@ -58,9 +58,14 @@ def transformer_forward_flops_per_token(
     return layers * per_layer + logits
 
 
-def transformer_backward_flops_per_token(**shape):
+def transformer_backward_flops_per_token(
+    *, hidden, ffn_hidden, layers, heads, kv_heads, head_dim, vocab, seq_len, gated
+):
     """Backward FLOPs per token: 2 x forward (gradients for inputs and weights of every matmul).
 
     The first block's input comes from the embedding, which is trained, so nothing is skipped.
+    Source: Kaplan et al. 2020, arXiv:2001.08361, Sec. 2.1 (backward = 2 x forward).
     """
-    return 2 * transformer_forward_flops_per_token(**shape)
+    return 2 * transformer_forward_flops_per_token(
+        hidden=hidden, ffn_hidden=ffn_hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+        head_dim=head_dim, vocab=vocab, seq_len=seq_len, gated=gated)

@@ -29,9 +29,9 @@ def hardware_dir() -> Path:
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return CostModelError(f"unknown {kind} {name!r}{hint} (known: {', '.join(sorted(known))})")
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.0)
+    return CostModelError(f"unknown {kind} {name!r}; closest: {', '.join(close)} "
+                          f"(all: {', '.join(sorted(known))})")
 
 
 def read_file(path: Path) -> dict:

@@ -51,16 +51,17 @@ def total_params(model) -> int:
     return sum(param_parts(model).values())
 
 
+def _transformer_flops_shape(model: Transformer, seq_len: int | None) -> dict:
+    shape = _transformer_shape(model)
+    return dict(shape, layers=model.layers, vocab=model.vocab, seq_len=seq_len or model.seq_len)
+
+
 def forward_flops_per_token(model, seq_len: int | None = None):
     """Forward matmul FLOPs per token (the transformer's attention term uses ``seq_len``)."""
     if isinstance(model, FFNStack):
         return fl.ffn_forward_flops_per_token(d_model=model.d_model, d_ff=model.d_ff,
                                               layers=model.layers, gated=model.gated)
-    shape = _transformer_shape(model)
-    shape.pop("ffn_hidden")
-    return fl.transformer_forward_flops_per_token(
-        **shape, ffn_hidden=model.ffn_hidden, layers=model.layers, vocab=model.vocab,
-        seq_len=seq_len or model.seq_len)
+    return fl.transformer_forward_flops_per_token(**_transformer_flops_shape(model, seq_len))
 
 
 def backward_flops_per_token(model, seq_len: int | None = None):
@@ -69,7 +70,7 @@ def backward_flops_per_token(model, seq_len: int | None = None):
         return fl.ffn_backward_flops_per_token(
             d_model=model.d_model, d_ff=model.d_ff, layers=model.layers, gated=model.gated,
             input_requires_grad=model.input_requires_grad)
-    return 2 * forward_flops_per_token(model, seq_len)
+    return fl.transformer_backward_flops_per_token(**_transformer_flops_shape(model, seq_len))
 
 
 def activation_elements_per_token(model, layers: int, tp: int = 1, sp: bool = False,

@@ -1,0 +1,148 @@
+"""The command line: JSON contract, human output naming units, and bad input (one line, exit 2)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from costmodel.cli import app
+
+runner = CliRunner()
+
+
+def run_json(*args):
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def cost4d(*args):
+    """The real console entry point in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True, text=True)
+
+
+def test_memory_xxl_json_contract():
+    out = run_json("memory", "--model", "xxl")
+    assert out["params"] == 219_848_638_464
+    assert out["recipe"] == "cs336"
+    assert {"master_weights", "grads", "optimizer", "activations"} <= set(out["components"])
+    state = sum(out["components"][k] for k in ("master_weights", "grads", "optimizer"))
+    assert state == 3_517_578_215_424
+    assert out["activation_bytes_per_token"] == 17_547_264
+    assert out["total_bytes"] == sum(out["components"].values())
+    devices = {r["convention"]: r["devices"] for r in out["devices_worth"]["readings"]}
+    assert devices["si"] == 44 and devices["nominal"] == 41  # 80e9 B vs 80 GiB per H100
+
+
+def test_memory_xxl_human_output_names_units():
+    result = cost4d("memory", "--model", "xxl")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for expected in ("219,848,638,464", "3,517,578,215,424", "3,517.6 GB", "3,276.0 GiB",
+                     "44 x h100-sxm at 80 GB = 80e9 B", "41 x h100-sxm at 80.0 GiB", "17,547,264 B",
+                     "cs336"):
+        assert expected in text
+
+
+def test_symbolic_fsdp_formula_and_numbers_agree():
+    """(16P + A/2)/N + A/2 in some equivalent form, and its value equals the numeric total."""
+    import sympy as sp
+
+    out = run_json("memory", "--model", "xxl", "--fsdp", "38", "--tokens", "4096",
+                   "--shard-activations", "0.5", "--symbolic")
+    P, A, N = sp.symbols("P A N", positive=True)
+    total = sp.parse_expr(out["symbolic"]["total"], local_dict={"P": P, "A": A, "N": N})  # our own output
+    assert sp.simplify(total - ((16 * P + A / 2) / N + A / 2)) == 0
+    values = {P: 219_848_638_464, A: 17_547_264 * 4096, N: 38}
+    assert float(total.subs(values)) == pytest.approx(out["total_bytes"], rel=1e-12)
+
+
+def test_symbolic_is_printed_before_the_numbers():
+    result = runner.invoke(app, ["memory", "--model", "xxl", "--fsdp", "8", "--shard-activations", "0.5",
+                                 "--tokens", "16", "--symbolic"])
+    assert result.exit_code == 0
+    assert result.stdout.index("Formula") < result.stdout.index("Memory per device")
+
+
+def test_units_iec():
+    result = runner.invoke(app, ["memory", "--model", "xxl", "--units", "iec"])
+    assert "GiB" in result.stdout and "2^30" in result.stdout
+
+
+def test_hardware_fit_verdict():
+    out = run_json("memory", "--model", "xxl", "--fsdp", "64", "--hardware", "h100-sxm")
+    assert out["fits"]["fits"] is True
+    out = run_json("memory", "--model", "xxl", "--hardware", "h100-sxm")
+    assert out["fits"]["fits"] is False
+
+
+def test_flops_json():
+    out = run_json("flops", "--model", "xxl", "--tokens", "10")
+    D, F, L = 16384, 53248, 126
+    assert out["forward_flops_per_token"] == 4 * D * F * L
+    assert out["backward_flops_per_token"] == 8 * D * F * L - 2 * D * F  # first layer: no input grad
+    assert out["total_flops"] == 10 * (12 * D * F * L - 2 * D * F)
+
+
+def test_comm_json():
+    out = run_json("comm", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4",
+                   "--mx", "2", "--tokens", "4096")
+    ops = {(c["op"], c["axis"], c["phase"]) for c in out["collectives"]}
+    assert ("all-gather", "fsdp", "forward") in ops and ("all-reduce", "tp", "forward") in ops
+    assert out["total_seconds"] == pytest.approx(sum(c["seconds"] for c in out["collectives"]))
+
+
+def test_catalogs():
+    names = {m["name"]: m["params"] for m in run_json("models")["models"]}
+    assert names["llama3-8b"] == 8_030_261_248  # Meta's release / Hugging Face model card
+    hardware = {h["name"] for h in run_json("hardware")["hardware"]}
+    assert {"h100-sxm", "h200", "b200", "a100-80gb", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+            "mi325x", "trn2"} <= hardware
+
+
+BAD = [
+    (["memory", "--model", "nope"], "closest"),
+    (["memory", "--model", "xxl", "--tp", "3"], "--tp 3 does not divide d_ff"),
+    (["memory", "--model", "xxl", "--tp", "0"], "--tp"),
+    (["memory", "--model", "xxl", "--tokens", "-5"], "--tokens"),
+    (["memory", "--model", "xxl", "--units", "furlongs"], "--units"),
+    (["memory", "--model", "xxl", "--hardware", "h100"], "closest: "),
+    (["memory", "--model", "xxl", "--zero", "7", "--fsdp", "2"], "--zero"),
+    (["memory", "--model", "xxl", "--pp", "500"], "--pp 500"),
+    (["comm", "--model", "xxl"], "--hardware"),
+    (["memory", "--model", "missing/spec.toml"], "cannot read"),
+]
+
+
+@pytest.mark.parametrize("args, needle", BAD)
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    result = cost4d(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('kind = "ffn"\nd_model = 64\nd_ff = -3\nlayers = 2\n', "d_ff"),
+    ('kind = "ffn"\nd_model = 64\nd_ff = [\n', "malformed TOML"),
+    ('kind = "ffn"\nd_model = 64\nd_ff = 8\nlayers = 2\ncolour = "red"\n', "colour"),
+    ('d_model = 64\n', "missing 'kind'"),
+])
+def test_malformed_spec_file(tmp_path, content, needle):
+    path = tmp_path / "spec.toml"
+    path.write_text(content)
+    result = cost4d("memory", "--model", str(path))
+    assert result.returncode == 2
+    assert needle in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_spec_file_works_where_a_name_does(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('kind = "ffn"\nd_model = 16384\nd_ff = 53248\nlayers = 126\n')
+    assert run_json("memory", "--model", str(path))["params"] == 219_848_638_464

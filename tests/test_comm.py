@@ -1,0 +1,82 @@
+"""Collective bytes per step against the hand-derived counts of ZeRO and the Scaling Book."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_hardware, load_model
+from costmodel.specs.recipe import RECIPES
+from costmodel.strategies.comm import step_collectives, timed_collectives
+
+XXL = load_model("xxl")
+CS336 = RECIPES["cs336"]
+P = 219_848_638_464
+D, L = 16384, 126
+
+
+def _sent(collectives, **match):
+    return sum(c.bytes_sent for c in collectives if all(getattr(c, k) == v for k, v in match.items()))
+
+
+def test_ddp_all_reduce_of_bf16_gradients():
+    cs = step_collectives(XXL, CS336, Layout(dp=8))
+    assert [(c.op, c.group, c.buffer_bytes) for c in cs] == [("all-reduce", 8, 2 * P)]
+    assert cs[0].bytes_sent == 2 * 7 / 8 * 2 * P  # ring: 2 (n-1)/n S
+
+
+@pytest.mark.parametrize("reshard, passes", [(True, 3), (False, 2)])
+def test_fsdp_gathers_forward_and_backward_and_reduce_scatters(reshard, passes):
+    """ZeRO-3 moves 3 Psi per step (arXiv:1910.02054 Sec. 7.2.2), 2 Psi without the backward gather."""
+    cs = step_collectives(XXL, CS336, Layout(fsdp=16, reshard_after_forward=reshard))
+    assert sum(c.calls * c.buffer_bytes for c in cs) == pytest.approx(passes * 2 * P, rel=1e-15)
+    assert _sent(cs) == pytest.approx(passes * 15 / 16 * 2 * P, rel=1e-15)
+    assert {c.calls for c in cs} == {L}  # one all-gather / reduce-scatter per block
+
+
+def test_zero_stage_3_moves_one_and_a_half_times_ddp():
+    ddp = _sent(step_collectives(XXL, RECIPES["zero"], Layout(fsdp=64, zero=0)))
+    for stage in (1, 2):
+        assert _sent(step_collectives(XXL, RECIPES["zero"], Layout(fsdp=64, zero=stage))) == pytest.approx(ddp)
+    assert _sent(step_collectives(XXL, RECIPES["zero"], Layout(fsdp=64, zero=3))) == pytest.approx(1.5 * ddp)
+
+
+def test_hsdp_all_reduces_the_gradient_shard_across_replicas():
+    cs = step_collectives(XXL, CS336, Layout(dp=4, fsdp=8))
+    (ar,) = [c for c in cs if c.axis == "dp"]
+    assert (ar.op, ar.group, ar.buffer_bytes) == ("all-reduce", 4, 2 * P / 8)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_tensor_parallel_moves_4BD_per_layer_each_way(sp):
+    """Scaling Book training chapter, TP row: 4BD forward + 4BD backward per layer (bytes)."""
+    B, Y = 4096, 4
+    cs = step_collectives(XXL, CS336, Layout(tp=Y, sp=sp, tokens=B))
+    for phase in ("forward", "backward"):
+        sent = _sent(cs, phase=phase)
+        assert sent == pytest.approx((Y - 1) / Y * 4 * B * D * L, rel=1e-15)
+
+
+@settings(max_examples=30, deadline=None)
+@given(dp=st.integers(1, 4), fsdp=st.integers(1, 4), tp=st.sampled_from([1, 2, 4]))
+def test_degree_one_axes_send_nothing(dp, fsdp, tp):
+    cs = step_collectives(XXL, CS336, Layout(dp=dp, fsdp=fsdp, tp=tp, tokens=64))
+    axes = {c.axis for c in cs}
+    assert ("tp" in axes) == (tp > 1)
+    assert (axes & {"data", "fsdp", "dp"} != set()) == (dp * fsdp > 1)
+
+
+def test_tpu_time_is_bytes_over_w_ici_times_m():
+    """T_FSDP forward = sent / (W_ici M_X), W_ici = 1.8e11 B/s (v5p, Scaling Book)."""
+    rows = timed_collectives(XXL, CS336, Layout(fsdp=16, tp=4, mx=2, tokens=4096), load_hardware("tpu-v5p"))
+    ag = next(r for r in rows if r.collective.op == "all-gather" and r.collective.phase == "forward")
+    assert ag.link.bandwidth == 2 * 1.8e11
+    assert ag.seconds == pytest.approx(15 / 16 * 2 * P / 4 / (2 * 1.8e11), rel=1e-12)
+
+
+def test_gpu_axis_leaves_the_nvlink_domain():
+    h100 = load_hardware("h100-sxm")
+    inside = timed_collectives(XXL, CS336, Layout(fsdp=8), h100)
+    across = timed_collectives(XXL, CS336, Layout(fsdp=16), h100)
+    assert {r.link.level for r in inside} == {"nvlink"}
+    assert {r.link.level for r in across} == {h100.network[-1].name}

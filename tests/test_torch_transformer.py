@@ -1,0 +1,75 @@
+"""Transformer parameters and matmul FLOPs against tiny torch decoders, exact; and two published counts.
+
+The expected side is torch: sum of numel over model.parameters() (tied weights once) and
+torch.utils.flop_counter.FlopCounterMode over a forward and a backward pass (fp32, CPU). Sources of
+each costmodel quantity: formulas/params.py (attention_params, mlp_params, norm_params,
+embedding_params, position_params, output_params); formulas/flops.py
+(transformer_forward_flops_per_token; backward = 2 x forward).
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_models import Decoder, count_flops, part_of
+
+from costmodel.specs.model import Transformer
+from costmodel.strategies import model as mq
+
+LLAMA = dict(mlp="swiglu", norm="rmsnorm", bias=False, position="rope", tied_embeddings=False)
+GPT = dict(mlp="gelu", norm="layernorm", bias=True, position="learned", max_position=16,
+           tied_embeddings=True)
+
+CASES = [  # (case, spec fields, input batch x seq)
+    ("llama-gqa", dict(LLAMA, hidden=32, ffn_hidden=88, layers=2, heads=4, kv_heads=2, vocab=100), (2, 12)),
+    ("llama-mha-head_dim", dict(LLAMA, hidden=32, ffn_hidden=88, layers=2, heads=4, kv_heads=4,
+                                head_dim=12, vocab=100), (3, 7)),
+    ("llama-mqa-tied", dict(LLAMA, hidden=24, ffn_hidden=64, layers=3, heads=6, kv_heads=1, vocab=50,
+                            tied_embeddings=True), (1, 9)),
+    ("gpt-mha", dict(GPT, hidden=32, ffn_hidden=128, layers=2, heads=4, kv_heads=4, vocab=100), (2, 12)),
+    ("gpt-gqa-untied", dict(GPT, hidden=32, ffn_hidden=128, layers=2, heads=4, kv_heads=2, vocab=100,
+                            tied_embeddings=False), (2, 16)),
+]
+
+
+def build(fields, batch_seq):
+    torch.manual_seed(0)
+    spec = Transformer(name="tiny", seq_len=16, **fields)
+    model = Decoder(spec)
+    tokens = torch.randint(spec.vocab, batch_seq)
+    return spec, model, tokens
+
+
+@pytest.mark.parametrize("fields, batch_seq", [pytest.param(f, bs, id=c) for c, f, bs in CASES])
+def test_params_match_torch(fields, batch_seq):
+    spec, model, _ = build(fields, batch_seq)
+    assert mq.total_params(spec) == sum(p.numel() for p in model.parameters())  # dedupes tied weights
+    parts = {}
+    for name, p in model.named_parameters():  # also deduped: a tied lm head is no module of its own
+        parts[part_of(name)] = parts.get(part_of(name), 0) + p.numel()
+    assert mq.param_parts(spec) == parts
+
+
+@pytest.mark.parametrize("fields, batch_seq", [pytest.param(f, bs, id=c) for c, f, bs in CASES])
+def test_flops_match_torch(fields, batch_seq):
+    spec, model, tokens = build(fields, batch_seq)
+    b, s = batch_seq
+    logits, forward = count_flops(lambda: model(tokens))
+    loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten())  # no matmul in the loss
+    _, backward = count_flops(loss.backward)
+    assert forward == b * s * mq.forward_flops_per_token(spec, seq_len=s)
+    assert backward == b * s * mq.backward_flops_per_token(spec, seq_len=s)
+
+
+PUBLISHED = [  # (case, spec fields, parameters as published)
+    # Meta Llama 3 8B, config.json of meta-llama/Meta-Llama-3-8B; 8,030,261,248 on the HF model card
+    ("llama-3-8b", dict(hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8, vocab=128256,
+                        seq_len=8192), 8_030_261_248),
+    # GPT-2 small, openai-community/gpt2 on HF: model.num_parameters() = 124,439,808
+    ("gpt2", dict(GPT, hidden=768, ffn_hidden=3072, layers=12, heads=12, kv_heads=12, vocab=50257,
+                  max_position=1024, seq_len=1024), 124_439_808),
+]
+
+
+@pytest.mark.parametrize("fields, expected", [pytest.param(f, n, id=c) for c, f, n in PUBLISHED])
+def test_published_param_counts(fields, expected):
+    assert mq.total_params(Transformer(name="published", **fields)) == expected
