@@ -131,7 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     ('kind = "ffn"\nd_model = 64\nd_ff = -3\nlayers = 2\n', "d_ff"),
     ('kind = "ffn"\nd_model = 64\nd_ff = [\n', "malformed TOML"),
     ('kind = "ffn"\nd_model = 64\nd_ff = 8\nlayers = 2\ncolour = "red"\n', "colour"),
-    ('d_model = 64\n', "missing 'kind'"),
+    ('d_model = 64\n', "'kind' must be one of ffn, transformer"),
 ])
 def test_malformed_spec_file(tmp_path, content, needle):
     path = tmp_path / "spec.toml"

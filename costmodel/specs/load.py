@@ -73,32 +73,27 @@ def _is_path(name: str) -> bool:
 
 def load_model(name: str):
     """A built-in model by name, or a spec file (TOML/JSON with ``kind`` = ffn | transformer)."""
-    from pydantic import TypeAdapter
-
     from costmodel.specs.catalog import BUILTIN_MODELS
-    from costmodel.specs.model import Model
 
     if _is_path(name):
         path = Path(name)
         data = read_file(path)
-        if "kind" not in data:
-            raise CostModelError(f"{path}: missing 'kind' (ffn or transformer)")
         data.setdefault("name", path.stem)
-        return _validate_model(TypeAdapter(Model), data, str(path))
+        return _model_from(data, str(path))
     if name not in BUILTIN_MODELS:
         raise _unknown("model", name, list(BUILTIN_MODELS))
-    return _validate_model(TypeAdapter(Model), BUILTIN_MODELS[name], name)
+    return _model_from(BUILTIN_MODELS[name], name)
 
 
-def _validate_model(adapter, data: dict, where: str):
-    from pydantic import ValidationError
+def _model_from(data: dict, where: str):
+    """Validate with the spec class that ``kind`` names (only that class's schema is built)."""
+    from costmodel.specs.model import FFNStack, Transformer
 
-    try:
-        return adapter.validate_python(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(part) for part in first["loc"][1:]) or "(top level)"
-        raise CostModelError(f"{where}: {loc}: {first['msg']}") from None
+    classes = {"ffn": FFNStack, "transformer": Transformer}
+    kind = data.get("kind")
+    if kind not in classes:
+        raise CostModelError(f"{where}: 'kind' must be one of {', '.join(classes)} (got {kind!r})")
+    return validate(classes[kind], data, where)
 
 
 def hardware_names() -> list[str]:
