@@ -191,7 +191,8 @@ def flops(model, layout, result, *, as_json, symbolic):
         return
     out = console()
     if sym:
-        out.print("[bold]Formula[/] (FLOPs per token; multiply by the B tokens of a step)")
+        out.print("[bold]Formula[/] (FLOPs per token; multiply by the B tokens of a step; D width, "
+                  "F MLP width, L layers, a heads, k KV heads, d_h head width, V vocab, s sequence)")
         for name, expr in sym.items():
             out.print(f"  {name} = {expr}")
     t = table(f"{model.name}: FLOPs (matmuls) for {result.tokens:,} tokens", "pass", ">per token", ">per step")
@@ -212,9 +213,7 @@ def _params(model) -> int:
 def _flops_symbolic(model) -> dict:
     from costmodel import symbolic as sy
 
-    if model.kind != "ffn":
-        return {"note": "symbolic FLOPs are printed for the FFN stack; transformer letters come with issue 4"}
-    return {k: sy.text(v) for k, v in sy.ffn_flops_expressions(model).items()}
+    return {k: sy.text(v) for k, v in sy.flops_expressions(model).items()}
 
 
 def comm(model, recipe, layout, hardware, rows, *, units, as_json, symbolic):

@@ -40,15 +40,20 @@ def memory_total(components: dict):
     return sp.collect(total, 1 / N) if total.has(N) else total
 
 
-def ffn_flops_expressions(model) -> dict:
-    """Forward and backward FLOPs per token of the FFN stack in D, F, L."""
+def flops_expressions(model) -> dict:
+    """Forward and backward FLOPs per token in D, F, L (and a, k, d_h, V, s for transformers)."""
     from costmodel.formulas import flops as fl
 
-    return {
-        "forward_per_token": fl.ffn_forward_flops_per_token(d_model=D, d_ff=F, layers=L, gated=model.gated),
-        "backward_per_token": fl.ffn_backward_flops_per_token(
-            d_model=D, d_ff=F, layers=L, gated=model.gated, input_requires_grad=model.input_requires_grad),
-    }
+    if model.kind == "ffn":
+        shape = dict(d_model=D, d_ff=F, layers=L, gated=model.gated)
+        return {"forward_per_token": fl.ffn_forward_flops_per_token(**shape),
+                "backward_per_token": fl.ffn_backward_flops_per_token(
+                    **shape, input_requires_grad=model.input_requires_grad)}
+    a, k, d_h, V, s = sp.symbols("a k d_h V s", positive=True)
+    shape = dict(hidden=D, ffn_hidden=F, layers=L, heads=a, kv_heads=k, head_dim=d_h, vocab=V,
+                 seq_len=s, gated=model.mlp == "swiglu")
+    return {"forward_per_token": sp.expand(fl.transformer_forward_flops_per_token(**shape)),
+            "backward_per_token": sp.expand(fl.transformer_backward_flops_per_token(**shape))}
 
 
 def collective_expressions(model, recipe: Recipe, layout: Layout) -> list[Collective]:
