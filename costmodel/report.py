@@ -53,6 +53,15 @@ def emit_json(payload: dict) -> None:
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
+def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
+    """With --json, print the payload (and the formula, if asked for) and say so."""
+    if as_json:
+        if symbolic:
+            payload["symbolic"] = symbolic
+        emit_json(payload)
+    return as_json
+
+
 def console():
     from rich.console import Console
 
@@ -98,14 +107,12 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
     if fits:
         payload["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity,
                            "fits": breakdown.total_bytes <= capacity}
-    if as_json:
-        if symbolic:
-            payload["symbolic"] = _memory_symbolic(model, recipe, layout, breakdown)
-        emit_json(payload)
+    sym = _memory_symbolic(model, recipe, layout, breakdown) if symbolic else None
+    if emitted_json(payload, sym, as_json):
         return
     out = console()
-    if symbolic:
-        _print_memory_symbolic(out, _memory_symbolic(model, recipe, layout, breakdown))
+    if sym:
+        _print_memory_symbolic(out, sym)
     out.print(f"[bold]{model.name}[/]: {breakdown.params:,} parameters; recipe [bold]{recipe.name}[/] "
               f"({recipe.description}); layout: {layout_text(layout)}; "
               f"{layout.tokens:,} tokens per replica")
@@ -184,10 +191,7 @@ def flops(model, layout, result, *, as_json, symbolic):
         "six_n_t": 6 * _params(model) * result.tokens,
     }
     sym = _flops_symbolic(model) if symbolic else None
-    if as_json:
-        if sym:
-            payload["symbolic"] = sym
-        emit_json(payload)
+    if emitted_json(payload, sym, as_json):
         return
     out = console()
     if sym:
@@ -233,10 +237,7 @@ def comm(model, recipe, layout, hardware, rows, *, units, as_json, symbolic):
         "convention": "time = bytes sent / egress bandwidth of the axis; no latency, no overlap",
     }
     sym = _comm_symbolic(model, recipe, layout) if symbolic else None
-    if as_json:
-        if sym:
-            payload["symbolic"] = sym
-        emit_json(payload)
+    if emitted_json(payload, sym, as_json):
         return
     out = console()
     if sym:
