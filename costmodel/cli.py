@@ -151,6 +151,16 @@ def comm(
     report.comm(spec, rec, lay, device, rows, units=units, as_json=as_json, symbolic=symbolic)
 
 
+def _register_subcommands() -> None:
+    from costmodel.cli_solve import explain_app, solve_app
+
+    app.add_typer(solve_app, name="solve")
+    app.add_typer(explain_app, name="explain")
+
+
+_register_subcommands()
+
+
 def main() -> None:
     """Entry point: click's own usage errors and ours both end as one line and exit code 2."""
     try:  # typer >= 0.22 carries its own copy of click

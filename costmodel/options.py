@@ -48,3 +48,21 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (raw bytes, FL
                                        rich_help_panel=_OUT)]
 SymbolicOpt = Annotated[bool, typer.Option(
     "--symbolic", help="Print the formula in Scaling Book letters before the numbers.", rich_help_panel=_OUT)]
+
+_SOLVE = "Compute-bound question (Scaling Book letters)"
+FsdpXOpt = Annotated[int, typer.Option("--fsdp", help="X: devices on the FSDP (data) axis.", rich_help_panel=_SOLVE)]
+TpYOpt = Annotated[int, typer.Option("--tp", help="Y: devices on the TP (model) axis.", rich_help_panel=_SOLVE)]
+OverlapOpt = Annotated[str, typer.Option(
+    help="sum: the two axes' communication takes turns (Scaling Book text of early 2025); "
+    "max: it overlaps (text since Aug 2025).", rich_help_panel=_SOLVE)]
+PassOpt = Annotated[str, typer.Option(
+    "--pass", help="forward: the forward pass alone (CS336 (c)); step: forward + backward (x3 FLOPs and bytes).",
+    rich_help_panel=_SOLVE)]
+PeakOpt = Annotated[Optional[float], typer.Option(
+    help="C, peak FLOP/s per device; default the hardware's dense bf16.", rich_help_panel=_SOLVE)]
+IciOpt = Annotated[Optional[float], typer.Option(
+    help="W, link bandwidth per axis in B/s (ICI: bidirectional, v5p 1.8e11); default the hardware's.",
+    rich_help_panel=_SOLVE)]
+FormatOpt = Annotated[str, typer.Option("--format", help="text, markdown or latex.", rich_help_panel=_OUT)]
+LimitOpt = Annotated[Optional[str], typer.Option(
+    help="Memory limit per device, e.g. 95GB (1e9 B) or 80GiB; default the --hardware's HBM.")]

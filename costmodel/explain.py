@@ -1,0 +1,146 @@
+"""Derivations as numbered steps: the formula in Scaling Book letters, the values, the result.
+
+The formulas are the library's own functions called with sympy symbols; the numbers are the same
+functions called with numbers (the solvers' answers), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from costmodel.formulas import scaling as sc
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    formula: object | None  # sympy expression or relation, in letters
+    values: str  # the letters' values, substituted
+    result: str  # the number, with its unit
+
+
+C, W, B, D, F, N, X, Y, MX, MY, alpha = sp.symbols("C W B D F N X Y M_X M_Y alpha", positive=True)
+
+
+def batch_steps(answer) -> list[Step]:
+    """solve batch, derived: alpha, the three times, the condition, B/N and B."""
+    p = answer.problem
+    k = sc.PASS_FACTOR[p.pass_]
+    t_math = sc.math_seconds(batch=B, d_model=D, d_ff=F, devices=N, peak_flops=C, factor=k)
+    t_fsdp = sc.fsdp_seconds(d_model=D, d_ff=F, tp=Y, bandwidth=W, mx=MX, factor=k)
+    t_tp = sc.tp_seconds(batch=B, d_model=D, fsdp=X, bandwidth=W, my=MY, factor=k)
+    comms = sc.comms_seconds(fsdp_time=sp.Symbol("T_FSDP"), tp_time=sp.Symbol("T_TP"), overlap=p.overlap)
+    t = p.times(answer.global_batch) if answer.compute_bound_ever else p.times(0)
+    closed = sc.fsdp_tp_batch_per_device(
+        fsdp_bound=sc.fsdp_batch_bound(alpha=alpha, tp=Y, mx=MX),
+        tp_share=sc.tp_comm_share(alpha=alpha, tp=Y, my=MY, d_ff=F), overlap=p.overlap)
+    values = (f"D = {p.d_model}, F = {p.d_ff}, X = {p.fsdp}, Y = {p.tp}, N = X Y = {p.devices}, "
+              f"M_X = {p.mx}, M_Y = {p.my}, C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s")
+    steps = [
+        Step("arithmetic intensity of the link", sp.Eq(alpha, C / W), values, f"alpha = {p.alpha:,.1f} FLOP/B"),
+        Step(f"matmul time per layer ({p.pass_})", sp.Eq(sp.Symbol("T_math"), t_math), "B = the global batch",
+             f"T_math = {t['math'] / max(answer.global_batch, 1e-300):.4e} s x B" if answer.compute_bound_ever
+             else "T_math grows with B"),
+        Step("FSDP weight all-gather per layer", sp.Eq(sp.Symbol("T_FSDP"), t_fsdp), "",
+             f"T_FSDP = {t['fsdp']:.4e} s"),
+        Step("TP activation collectives per layer", sp.Eq(sp.Symbol("T_TP"), t_tp), "",
+             f"T_TP = {t['tp'] / max(answer.global_batch, 1e-300):.4e} s x B" if answer.compute_bound_ever
+             else "T_TP >= T_math at every B"),
+        Step(f"compute-bound when T_math >= T_comms (overlap '{p.overlap}')",
+             sp.GreaterThan(sp.Symbol("T_math"), comms), "", ""),
+        Step("solved for the tokens per device", sp.GreaterThan(B / N, closed), "",
+             f"B/N = {answer.per_device_batch:,.1f} tokens per device (binding: {answer.binding_term})"),
+        Step("global batch", sp.Eq(B, N * sp.Symbol("(B/N)")), f"N = {p.devices}",
+             f"B = {answer.global_batch:,.0f} tokens"),
+    ]
+    return steps
+
+
+def fsdp_steps(answer, sym_components: dict, letters: dict) -> list[Step]:
+    """solve fsdp, derived: memory as a + b/N, the inequality solved for N, the integer answer."""
+    from costmodel.symbolic import N as NS, memory_total
+
+    total = memory_total(sym_components)
+    limit = sp.Symbol("M_max", positive=True)
+    solved = [tidy_fraction(root) for root in sp.solve(sp.Eq(total, limit), NS)]
+    shown = ", ".join(f"{k} = {v:,}" for k, v in letters.items())
+    return [
+        Step("memory per device (bytes) with N FSDP shards", sp.Eq(sp.Symbol("M"), total), shown,
+             f"M(N) = {answer.replicated_bytes:,.0f} + {answer.sharded_bytes:,.0f} / N bytes"),
+        Step("fits when M(N) < M_max, solved for N",
+             sp.StrictGreaterThan(NS, solved[0]) if solved else None, f"M_max = {answer.limit_bytes:,.0f} B",
+             f"N > {answer.threshold:,.2f}" if answer.n_fsdp else
+             "no N: what N does not shard already exceeds M_max"),
+        Step("smallest integer N_FSDP", None, "",
+             f"N_FSDP = {answer.n_fsdp}" if answer.n_fsdp else
+             (f"at most {answer.max_tokens:,} tokens leave room for some N" if answer.max_tokens else
+              "nothing fits")),
+    ]
+
+
+def tidy_fraction(expr):
+    """-16P/(A - M) -> 16P/(M - A): a fraction with no leading minus signs."""
+    num, den = sp.fraction(sp.together(expr))
+    if num.could_extract_minus_sign():
+        num, den = -num, -den
+    return num / den
+
+
+def memory_steps(model, recipe, layout, breakdown, sym_components: dict, letters: dict) -> list[Step]:
+    """cost4d memory, derived: parameters, each component, the total."""
+    from costmodel.symbolic import memory_total
+
+    parts = [Step("parameters on this device before data-axis sharding", sp.Symbol("P"),
+                  f"{model.name}, tp = {layout.tp}, pp = {layout.pp}", f"P = {breakdown.params_per_device:,}")]
+    if breakdown.activation_bytes_per_token:
+        parts.append(Step("activation bytes saved for backward", sp.Symbol("A"),
+                          f"{breakdown.activation_bytes_per_token:,.0f} B per token x {layout.tokens:,} tokens"
+                          + (f" / cp {layout.cp}" if layout.cp > 1 else ""),
+                          f"A = {breakdown.activation_bytes:,.0f} B"))
+    for name, expr in sym_components.items():
+        if expr != 0:
+            value = breakdown.components[name]
+            parts.append(Step(name.replace("_", " "), sp.Eq(sp.Symbol(name), expr), "", f"{value:,.0f} B"))
+    total = memory_total(sym_components)
+    parts.append(Step("total per device", sp.Eq(sp.Symbol("M"), total),
+                      ", ".join(f"{k} = {v:,}" for k, v in letters.items()),
+                      f"M = {breakdown.total_bytes:,.0f} B = {breakdown.total_bytes / 1e9:,.2f} GB "
+                      f"= {breakdown.total_bytes / 2**30:,.2f} GiB"))
+    return parts
+
+
+def _latex_text(text: str) -> str:
+    """Text-mode LaTeX: escape the characters LaTeX treats specially."""
+    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
+                          ("#", r"\#"), ("^", r"\^{}"), ("<", r"$<$"), (">", r"$>$")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
+    """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
+    lines = []
+    if fmt == "latex":
+        lines += [f"% {title}", r"\begin{enumerate}"]
+        for s in steps:
+            body = f"$ {sp.latex(s.formula)} $" if s.formula is not None else ""
+            text = [_latex_text(part) for part in (s.title, s.values, s.result)]
+            lines.append(rf"  \item {text[0]}: {body} {text[1]} \quad \textbf{{{text[2]}}}".rstrip())
+        lines.append(r"\end{enumerate}")
+        lines.append(r"Conventions: " + "; ".join(_latex_text(c) for c in conventions) + ".")
+        return "\n".join(lines)
+    md = fmt == "markdown"
+    lines.append(f"## {title}" if md else title)
+    for i, s in enumerate(steps, 1):
+        formula = "" if s.formula is None else (f"${sp.latex(s.formula)}$" if md else sp.sstr(s.formula))
+        lines.append(f"{i}. {s.title}: {formula}")
+        if s.values:
+            lines.append(f"   {s.values}")
+        if s.result:
+            lines.append(f"   -> {'**' + s.result + '**' if md else s.result}")
+    lines.append("")
+    lines.append("Conventions:" if not md else "**Conventions**")
+    lines += [f"- {c}" for c in conventions]
+    return "\n".join(lines)

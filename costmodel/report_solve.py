@@ -1,0 +1,69 @@
+"""Output of `cost4d solve batch`: answer, thresholds, split and what-if tables, or JSON."""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.report import console, emitted_json, table
+
+
+def _finite(value: float):
+    return value if math.isfinite(value) else None
+
+
+def batch(model, hardware, answer, split, torus, what_if: bool, as_json: bool) -> None:
+    from costmodel.solve.thresholds import single_strategy_thresholds
+    from costmodel.solve.whatif import what_if as what_if_rows
+
+    p = answer.problem
+    payload = {
+        "model": model.name, "hardware": hardware.name, "overlap": p.overlap, "pass": p.pass_,
+        "per_device_batch": answer.per_device_batch, "global_batch": answer.global_batch,
+        "binding_term": answer.binding_term, "alpha": p.alpha,
+        "inputs": {"X": p.fsdp, "Y": p.tp, "N": p.devices, "M_X": p.mx, "M_Y": p.my, "C": p.peak_flops,
+                   "W": p.bandwidth, "D": p.d_model, "F": p.d_ff},
+    }
+    if split is not None:
+        payload["x_opt"] = split.x_opt
+        payload["continuous_per_device_batch"] = split.continuous_per_device_batch
+        if split.best is not None:
+            b = split.best
+            payload["best_split"] = {"x": b.x, "y": b.y, "mx": b.mx, "my": b.my, "per_device_batch": b.per_device_batch}
+            payload["splits"] = [{"x": s.x, "y": s.y, "mx": s.mx, "my": s.my,
+                                  "per_device_batch": _finite(s.per_device_batch)} for s in split.candidates]
+    thresholds = single_strategy_thresholds(hardware, d_ff=p.d_ff, peak_flops=p.peak_flops, bandwidth=p.bandwidth)
+    payload["thresholds"] = [vars(t) for t in thresholds]
+    rows = []
+    if what_if:
+        ici = hardware.level("ici") if hardware.kind == "tpu" else None
+        dcn = next((lvl.bandwidth_bytes_per_s for lvl in hardware.network if lvl.kind == "dcn"), None)
+        rows = what_if_rows(p, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+        payload["what_if"] = [{"change": r.change, "per_device_batch": _finite(r.per_device_batch),
+                               "global_batch": _finite(r.global_batch), "assumption": r.assumption} for r in rows]
+    if emitted_json(payload, None, as_json):
+        return
+    out = console()
+    out.print(f"[bold]{model.name}[/] on {hardware.name}: X = {p.fsdp} (M_X = {p.mx}), Y = {p.tp} (M_Y = {p.my}), "
+              f"N = {p.devices}; C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s, alpha = {p.alpha:,.1f}; "
+              f"pass {p.pass_}, overlap {p.overlap}")
+    formula = ("(alpha/(Y M_X)) / (1 - alpha Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")
+    out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
+              f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")
+    if split is not None:
+        out.print(f"Optimal split: X_opt = sqrt(B N M_X/(F M_Y)) = {split.x_opt:.2f}, B/N > "
+                  f"{'4 ' if p.overlap == 'sum' else ''}alpha^2/(M_X M_Y F) = {split.continuous_per_device_batch:,.1f}")
+        if split.best is not None:
+            t = table("Splits of the slice (whole torus axes per logical axis)", ">X", ">M_X", ">Y", ">M_Y", ">B/N")
+            for s in sorted(split.candidates, key=lambda s: s.per_device_batch):
+                t.add_row(str(s.x), str(s.mx), str(s.y), str(s.my),
+                          f"{s.per_device_batch:,.1f}" if math.isfinite(s.per_device_batch) else "never")
+            out.print(t)
+    if rows:
+        t = table("What if (question (d))", "change", ">B/N", ">global B", "assumption")
+        for r in rows:
+            t.add_row(r.change, f"{r.per_device_batch:,.1f}", f"{r.global_batch:,.0f}", r.assumption)
+        out.print(t)
+    t = table("Single-strategy thresholds", "strategy", "condition", ">value", "unit")
+    for th in thresholds:
+        t.add_row(th.strategy, th.condition, f"{th.value:,.1f}", th.unit)
+    out.print(t)

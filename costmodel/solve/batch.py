@@ -1,0 +1,100 @@
+"""The batch at which an FSDP x TP layout becomes compute-bound (Scaling Book, training chapter).
+
+T_math = k B D F / (N C), T_FSDP = k D F / (Y W M_X), T_TP = k B D / (X W M_Y), k = 4 for the
+forward pass and 12 for a whole step (the book's FSDP + TP row: 4 + 8 FLOPs and bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from costmodel.errors import CostModelError
+from costmodel.formulas import scaling as sc
+
+
+@dataclass(frozen=True)
+class BatchProblem:
+    """The inputs of the compute-bound question, every hardware constant explicit."""
+
+    d_model: int
+    d_ff: int
+    fsdp: int  # X
+    tp: int  # Y
+    mx: int  # M_X
+    my: int  # M_Y
+    peak_flops: float  # C
+    bandwidth: float  # W (ICI: per axis, bidirectional)
+    overlap: str = "sum"
+    pass_: str = "forward"
+
+    @property
+    def devices(self) -> int:
+        return self.fsdp * self.tp
+
+    @property
+    def alpha(self) -> float:
+        return sc.intensity(peak_flops=self.peak_flops, bandwidth=self.bandwidth)
+
+    def times(self, batch: float) -> dict:
+        """T_math, T_FSDP, T_TP, T_comms for a global batch of ``batch`` tokens (seconds per layer)."""
+        k = sc.PASS_FACTOR[self.pass_]
+        t_math = sc.math_seconds(batch=batch, d_model=self.d_model, d_ff=self.d_ff, devices=self.devices,
+                                 peak_flops=self.peak_flops, factor=k)
+        t_fsdp = sc.fsdp_seconds(d_model=self.d_model, d_ff=self.d_ff, tp=self.tp, bandwidth=self.bandwidth,
+                                 mx=self.mx, factor=k) if self.fsdp > 1 else 0.0
+        t_tp = sc.tp_seconds(batch=batch, d_model=self.d_model, fsdp=self.fsdp, bandwidth=self.bandwidth,
+                             my=self.my, factor=k) if self.tp > 1 else 0.0
+        return {"math": t_math, "fsdp": t_fsdp, "tp": t_tp,
+                "comms": sc.comms_seconds(fsdp_time=t_fsdp, tp_time=t_tp, overlap=self.overlap)}
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    problem: BatchProblem
+    per_device_batch: float  # B/N, tokens; inf when never compute-bound
+    binding_term: str  # fsdp | tp | none
+
+    @property
+    def global_batch(self) -> float:
+        return self.per_device_batch * self.problem.devices
+
+    @property
+    def compute_bound_ever(self) -> bool:
+        return math.isfinite(self.per_device_batch)
+
+
+def fsdp_bound(p: BatchProblem) -> float:
+    """alpha / (Y M_X), or 0 with no FSDP axis."""
+    return sc.fsdp_batch_bound(alpha=p.alpha, tp=p.tp, mx=p.mx) if p.fsdp > 1 else 0.0
+
+
+def tp_share(p: BatchProblem) -> float:
+    """T_TP / T_math = alpha Y / (M_Y F), or 0 with no TP axis."""
+    return sc.tp_comm_share(alpha=p.alpha, tp=p.tp, my=p.my, d_ff=p.d_ff) if p.tp > 1 else 0.0
+
+
+def solve_batch(p: BatchProblem) -> BatchAnswer:
+    """Smallest B/N with T_math >= T_comms, and the term that binds there."""
+    share = tp_share(p)
+    if share >= 1:  # T_TP >= T_math at every batch
+        return BatchAnswer(p, math.inf, "tp")
+    per_device = sc.fsdp_tp_batch_per_device(fsdp_bound=fsdp_bound(p), tp_share=share, overlap=p.overlap)
+    if p.fsdp == 1:
+        return BatchAnswer(p, per_device, "tp" if p.tp > 1 else "none")
+    t = p.times(per_device * p.devices)
+    return BatchAnswer(p, per_device, "fsdp" if t["fsdp"] >= t["tp"] else "tp")
+
+
+def check_problem(p: BatchProblem) -> None:
+    """One clear line for inputs the formulas cannot take."""
+    for name in ("fsdp", "tp", "mx", "my", "d_model", "d_ff"):
+        if getattr(p, name) < 1:
+            raise CostModelError(f"{name} must be a positive integer (got {getattr(p, name)})")
+    for name, flag in (("peak_flops", "--peak-flops"), ("bandwidth", "--ici-bandwidth")):
+        if not getattr(p, name) > 0:
+            raise CostModelError(f"{flag} must be positive (got {getattr(p, name)})")
+
+
+def with_overlap(p: BatchProblem, overlap: str) -> BatchProblem:
+    return replace(p, overlap=overlap)

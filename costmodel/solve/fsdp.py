@@ -1,0 +1,56 @@
+"""The smallest FSDP shard count whose per-device memory is under a limit.
+
+Per-device memory is a + b / N in the number of shards N (every component is either replicated
+or divided by N), so a and b are read off the memory formulas at two values of N and the
+inequality a + b / N < limit gives N > b / (limit - a): no second copy of any formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costmodel.errors import CostModelError
+from costmodel.specs.layout import Layout
+from costmodel.specs.recipe import Recipe
+from costmodel.strategies.memory import memory_breakdown
+
+
+@dataclass(frozen=True)
+class FsdpAnswer:
+    n_fsdp: int | None  # None when no N fits
+    threshold: float  # N must exceed this (b / (limit - a)); inf when impossible
+    replicated_bytes: float  # a: what no N shards
+    sharded_bytes: float  # b: what N divides
+    limit_bytes: float
+    max_tokens: int | None  # with no N fitting: the most tokens for which some N does
+
+
+def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, float]:
+    """(a, b) with memory(N) = a + b / N, read off the formulas at N = 2 and N = 4."""
+    m2 = memory_breakdown(model, recipe, layout.model_copy(update={"fsdp": 2})).total_bytes
+    m4 = memory_breakdown(model, recipe, layout.model_copy(update={"fsdp": 4})).total_bytes
+    b = 4 * (m2 - m4)  # m2 - m4 = b/2 - b/4
+    return m2 - b / 2, b
+
+
+def solve_fsdp(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> FsdpAnswer:
+    """Smallest N with memory(N) < limit, or the largest token count for which one exists."""
+    if limit_bytes <= 0:
+        raise CostModelError("the memory limit must be positive")
+    a, b = linear_in_inverse_n(model, recipe, layout)
+    if a < limit_bytes:
+        threshold = b / (limit_bytes - a)
+        return FsdpAnswer(math.floor(threshold) + 1, threshold, a, b, limit_bytes, None)
+    return FsdpAnswer(None, math.inf, a, b, limit_bytes, _max_tokens(model, recipe, layout, limit_bytes))
+
+
+def _max_tokens(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> int | None:
+    """Largest token count T with a(T) < limit: a(T) = a(0) + slope T is linear in T too."""
+    a0, _ = linear_in_inverse_n(model, recipe, layout.model_copy(update={"tokens": 0}))
+    a1, _ = linear_in_inverse_n(model, recipe, layout.model_copy(update={"tokens": layout.cp}))
+    slope = (a1 - a0) / layout.cp
+    if a0 >= limit_bytes or slope <= 0:
+        return None  # even the state that no N shards does not fit
+    tokens = math.ceil((limit_bytes - a0) / slope) - 1
+    return tokens - tokens % layout.cp

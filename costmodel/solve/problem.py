@@ -1,0 +1,47 @@
+"""Build the solvers' inputs from specs and command-line overrides."""
+
+from __future__ import annotations
+
+from costmodel.errors import CostModelError
+from costmodel.solve.batch import BatchProblem, check_problem
+from costmodel.specs.layout import Layout
+from costmodel.strategies.network import axis_link
+
+OVERLAPS = ("sum", "max")
+PASSES = ("forward", "step")
+
+
+def mlp_shape(model) -> tuple[int, int]:
+    """(D, F) of the model's MLP: the FFN stack's, or the transformer's hidden and MLP widths."""
+    return (model.d_model, model.d_ff) if model.kind == "ffn" else (model.hidden, model.ffn_hidden)
+
+
+def base_bandwidth(hardware, fsdp: int, tp: int) -> float:
+    """W for one axis: ICI per torus axis on TPUs; on GPUs the level an X x Y mesh reaches."""
+    if hardware.kind == "tpu":
+        return hardware.level("ici").bandwidth_bytes_per_s
+    return axis_link(hardware, Layout(fsdp=fsdp, tp=tp), "fsdp").bandwidth
+
+
+def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flops=None,
+                  bandwidth=None) -> BatchProblem:
+    """A checked BatchProblem; overrides replace the hardware's constants as given."""
+    if overlap not in OVERLAPS:
+        raise CostModelError(f"--overlap {overlap!r}: use sum or max")
+    if pass_ not in PASSES:
+        raise CostModelError(f"--pass {pass_!r}: use forward or step")
+    if min(fsdp, tp) < 1:
+        raise CostModelError(f"--fsdp and --tp must be >= 1 (got {fsdp}, {tp})")
+    d_model, d_ff = mlp_shape(model)
+    if peak_flops is None:
+        peak_flops = hardware.flops("bf16")
+    if bandwidth is None:
+        bandwidth = base_bandwidth(hardware, fsdp, tp)
+    problem = BatchProblem(d_model=d_model, d_ff=d_ff, fsdp=fsdp, tp=tp, mx=mx, my=my,
+                           peak_flops=peak_flops, bandwidth=bandwidth, overlap=overlap, pass_=pass_)
+    check_problem(problem)
+    if hardware.kind == "tpu":
+        axes = hardware.level("ici").torus_axes
+        if axes and mx + my > axes:
+            raise CostModelError(f"M_X + M_Y = {mx + my} torus axes, but {hardware.name} has {axes}")
+    return problem

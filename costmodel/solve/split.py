@@ -1,0 +1,63 @@
+"""The best split of N devices into X (FSDP) x Y (TP): continuous optimum and torus mappings."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, replace
+
+from costmodel.errors import CostModelError
+from costmodel.formulas import scaling as sc
+from costmodel.solve.batch import BatchProblem, solve_batch
+
+
+@dataclass(frozen=True)
+class Split:
+    x: int
+    y: int
+    mx: int
+    my: int
+    per_device_batch: float
+    x_axes: tuple[int, ...]  # torus axes (indices) the FSDP axis takes
+
+
+@dataclass(frozen=True)
+class SplitAnswer:
+    x_opt: float  # continuous X_opt at the threshold batch
+    continuous_per_device_batch: float
+    best: Split | None
+    candidates: list[Split]
+
+
+def parse_slice(text: str) -> tuple[int, ...]:
+    """'4x4x4' -> (4, 4, 4)."""
+    if not re.fullmatch(r"\s*\d+(\s*x\s*\d+)*\s*", text):
+        raise CostModelError(f"--slice {text!r}: write the torus shape as e.g. 4x4x4")
+    shape = tuple(int(part) for part in text.split("x"))
+    if any(n < 1 for n in shape):
+        raise CostModelError(f"--slice {text!r}: every axis needs at least one chip")
+    return shape
+
+
+def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswer:
+    """Continuous optimum for p's M_X, M_Y, and the best whole-axis split of ``torus``."""
+    per_device = sc.optimal_split_batch_per_device(alpha=p.alpha, mx=p.mx, my=p.my, d_ff=p.d_ff,
+                                                   overlap=p.overlap)
+    x_opt = sc.optimal_fsdp_degree(batch=per_device * p.devices, devices=p.devices, mx=p.mx, my=p.my,
+                                   d_ff=p.d_ff)
+    if torus is None:
+        return SplitAnswer(x_opt, per_device, None, [])
+    if math.prod(torus) != p.devices:
+        raise CostModelError(f"--slice {'x'.join(map(str, torus))} has {math.prod(torus)} chips, "
+                             f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
+    candidates = []
+    for size in range(0, len(torus) + 1):
+        for axes in itertools.combinations(range(len(torus)), size):
+            x = math.prod(torus[i] for i in axes)
+            y = p.devices // x
+            q = replace(p, fsdp=x, tp=y, mx=max(len(axes), 1), my=max(len(torus) - len(axes), 1))
+            if all((c.x, c.mx) != (x, q.mx) for c in candidates):  # equal-sized axes give the same split
+                candidates.append(Split(x, y, q.mx, q.my, solve_batch(q).per_device_batch, axes))
+    best = min(candidates, key=lambda s: (s.per_device_batch, -s.x))
+    return SplitAnswer(x_opt, per_device, best if math.isfinite(best.per_device_batch) else None, candidates)

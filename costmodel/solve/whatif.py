@@ -1,0 +1,61 @@
+"""Question (d): ways to stay compute-bound at a smaller batch, each a change of formula inputs.
+
+Every row re-solves the same problem with one input changed; nothing here is a new formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from costmodel.solve.batch import BatchProblem, solve_batch
+from costmodel.solve.split import optimize_split
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    change: str
+    per_device_batch: float
+    global_batch: float
+    assumption: str
+
+
+def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int | None,
+            dcn_bandwidth: float | None) -> list[WhatIf]:
+    """The baseline, then one row per trick (conventions.md, XXL (d))."""
+    base = solve_batch(p)
+    rows = [WhatIf(f"as given (overlap {p.overlap})", base.per_device_batch, base.global_batch, "")]
+
+    def add(change, q, assumption="", global_divisor=1):
+        answer = solve_batch(q)
+        rows.append(WhatIf(change, answer.per_device_batch, answer.global_batch / global_divisor, assumption))
+
+    if p.overlap == "sum":
+        add("overlap the two axes' communication", replace(p, overlap="max"), "T_comms = max(T_FSDP, T_TP)")
+    split = optimize_split(p, torus)
+    rows.append(WhatIf("best split, continuous X_opt", split.continuous_per_device_batch,
+                       split.continuous_per_device_batch * p.devices,
+                       f"X_opt = {split.x_opt:.2f}, same M_X, M_Y; not an integer mapping"))
+    if split.best is not None:
+        b = split.best
+        add(f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
+            replace(p, fsdp=b.x, tp=b.y, mx=b.mx, my=b.my), "whole torus axes per logical axis")
+    if torus_axes and p.mx + p.my < torus_axes:
+        add(f"spread the FSDP axis over M_X = {p.mx + 1} torus axes", replace(p, mx=p.mx + 1),
+            "needs a free torus axis")
+    add("8-bit communication (fp8 weights and activations on the wire)", replace(p, bandwidth=2 * p.bandwidth),
+        "half the bytes: same as doubling W")
+    for stages in (2, 4):
+        add(f"{stages} pipeline stages", p, f"each stage gathers only its layers: same B/N, global B / {stages}; "
+            "bubble not counted", global_divisor=stages)
+    accumulate = 4
+    dp_only = replace(p, fsdp=p.devices, tp=1, my=1)
+    dp = solve_batch(dp_only)
+    rows.append(WhatIf(f"pure DP with {accumulate} gradient-accumulation steps", dp.per_device_batch / accumulate,
+                       dp.global_batch, f"gradients reduced once per {accumulate} micro-batches: the micro-batch "
+                       "shrinks, the global batch does not; needs the whole state on each device"))
+    if dcn_bandwidth:
+        dcn_tokens = p.peak_flops / dcn_bandwidth  # B per slice > C / W_dcn
+        rows.append(WhatIf("HSDP: FSDP inside the slice, replicas across slices over DCN", base.per_device_batch,
+                           base.global_batch, f"adds B per slice > C/W_dcn = {dcn_tokens:,.0f} tokens for the "
+                           "once-per-step gradient all-reduce between slices"))
+    return rows

@@ -1,0 +1,123 @@
+"""Solvers against the hand-derived answers of shared/reference/conventions.md (XXL (b)-(c))."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import sympy as sp
+from typer.testing import CliRunner
+
+from costmodel.cli import app
+from costmodel.formulas import scaling as sc
+
+runner = CliRunner()
+V5P_C = ["--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2", "--my", "1",
+         "--peak-flops", "4.6e14", "--ici-bandwidth", "1.8e11"]
+
+
+def run_json(*args):
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_solve_fsdp_xxl_95gb():
+    out = run_json("solve", "fsdp", "--model", "xxl", "--limit", "95GB")
+    assert out["n_fsdp"] == 38
+    assert out["threshold"] == pytest.approx(3_517_578_215_424 / 95e9)  # 37.03: 16 P / 95e9
+    assert round(out["threshold"], 2) == 37.03
+
+
+def test_solve_fsdp_symbolic_bound():
+    out = run_json("solve", "fsdp", "--model", "xxl", "--limit", "95GB", "--tokens", "2048",
+                   "--shard-activations", "0.5", "--symbolic")
+    P, A, N, M = sp.symbols("P A N M_max", positive=True)
+    bound = sp.parse_expr(out["symbolic"]["n_bound"], local_dict={"P": P, "A": A, "M_max": M})  # our output
+    assert sp.simplify(bound - (16 * P + A / 2) / (M - A / 2)) == 0
+
+
+@pytest.mark.parametrize("overlap, per_device, global_batch", [
+    ("sum", 395.3, 25_302),  # (alpha/(Y M_X)) / (1 - alpha Y/(M_Y F))
+    ("max", 319.4, 20_444),  # alpha/(Y M_X)
+])
+def test_solve_batch_xxl_c(overlap, per_device, global_batch):
+    out = run_json("solve", "batch", *V5P_C, "--overlap", overlap)
+    assert round(out["per_device_batch"], 1) == per_device
+    assert round(out["global_batch"]) == global_batch
+    assert out["binding_term"] == "fsdp" and out["overlap"] == overlap
+
+
+@pytest.mark.parametrize("overlap, continuous, best", [("sum", 245.3, 259.3), ("max", 61.3, 159.7)])
+def test_optimize_split(overlap, continuous, best):
+    out = run_json("solve", "batch", *V5P_C, "--overlap", overlap, "--optimize-split", "--slice", "4x4x4")
+    assert round(out["continuous_per_device_batch"], 1) == continuous
+    b = out["best_split"]
+    assert (b["x"], b["mx"], b["y"], b["my"]) == (4, 1, 16, 2)  # X one torus axis, Y two
+    assert round(b["per_device_batch"], 1) == best
+
+
+def test_v5p_pure_data_parallel_with_datasheet_constants():
+    """C = 4.59e14 (the shipped v5p spec): about 2550 tokens per device over one axis, 850 over three."""
+    out = run_json("solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "64")
+    dp = {t["strategy"]: t["value"] for t in out["thresholds"]}
+    assert dp["DP/FSDP over 1 torus axis"] == pytest.approx(2550, abs=1)
+    assert dp["DP/FSDP over 3 torus axes"] == pytest.approx(850, abs=0.5)
+
+
+def test_closed_form_is_the_solution_of_the_time_formulas():
+    """Solving T_math = T_FSDP + T_TP for B/N with sympy gives the closed form the solver uses."""
+    B, D, F, N, C, W, X, Y, MX, MY = sp.symbols("B D F N C W X Y M_X M_Y", positive=True)
+    t_math = sc.math_seconds(batch=B, d_model=D, d_ff=F, devices=X * Y, peak_flops=C)
+    t_comms = sc.fsdp_seconds(d_model=D, d_ff=F, tp=Y, bandwidth=W, mx=MX) + sc.tp_seconds(
+        batch=B, d_model=D, fsdp=X, bandwidth=W, my=MY)
+    (b_star,) = sp.solve(sp.Eq(t_math, t_comms), B)
+    alpha = C / W
+    closed = sc.fsdp_tp_batch_per_device(fsdp_bound=sc.fsdp_batch_bound(alpha=alpha, tp=Y, mx=MX),
+                                         tp_share=sc.tp_comm_share(alpha=alpha, tp=Y, my=MY, d_ff=F),
+                                         overlap="sum")
+    assert sp.simplify(b_star / (X * Y) - closed) == 0
+
+
+def _numbers(text):
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\.?\d*", text)]
+
+
+@pytest.mark.parametrize("overlap", ["sum", "max"])
+def test_explain_batch_prints_the_solve_numbers(overlap):
+    solved = run_json("solve", "batch", *V5P_C, "--overlap", overlap)
+    text = runner.invoke(app, ["explain", "batch", *V5P_C, "--overlap", overlap]).stdout
+    per_device = re.search(r"B/N = ([\d,.]+) tokens per device", text).group(1)
+    global_b = re.search(r"B = ([\d,]+) tokens", text).group(1)
+    assert float(per_device.replace(",", "")) == round(solved["per_device_batch"], 1)
+    assert int(global_b.replace(",", "")) == round(solved["global_batch"])
+
+
+@pytest.mark.parametrize("fmt, marker", [("text", "Conventions:"), ("markdown", "$"), ("latex", r"\begin{enumerate}")])
+def test_explain_formats(fmt, marker):
+    for what in (["memory", "--model", "xxl", "--fsdp", "8", "--tokens", "64", "--shard-activations", "0.5"],
+                 ["fsdp", "--model", "xxl", "--limit", "95GB"], ["batch", *V5P_C]):
+        result = runner.invoke(app, ["explain", *what, "--format", fmt])
+        assert result.exit_code == 0 and marker in result.stdout
+
+
+BAD = [
+    (["solve", "fsdp", "--model", "xxl", "--limit", "95GB", "--tokens", "20000", "--shard-activations", "0.5"],
+     "at most 10,827 tokens"),
+    (["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "1", "--tp", "64"],
+     "never compute-bound"),
+    (["solve", "batch", *V5P_C, "--optimize-split", "--slice", "4x4x2"], "4x4x2 has 32 chips"),
+    (["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--peak-flops", "-1"],
+     "--peak-flops must be positive"),
+    (["solve", "batch", *V5P_C, "--overlap", "both"], "--overlap"),
+    (["solve", "fsdp", "--model", "xxl"], "--limit"),
+]
+
+
+@pytest.mark.parametrize("args, needle", BAD)
+def test_bad_input_one_line_exit_2(args, needle):
+    result = subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
