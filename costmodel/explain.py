@@ -21,6 +21,24 @@ class Step:
     result: str  # the number, with its unit
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """Numbered steps that render themselves: text for print(), Markdown + LaTeX in Jupyter."""
+
+    title: str
+    steps: list
+    conventions: list
+
+    def render(self, fmt: str = "text") -> str:
+        return render(self.steps, fmt, self.title, self.conventions)
+
+    def __str__(self) -> str:
+        return self.render("text")
+
+    def _repr_markdown_(self) -> str:
+        return self.render("markdown")
+
+
 C, W, B, D, F, N, X, Y, MX, MY, alpha = sp.symbols("C W B D F N X Y M_X M_Y alpha", positive=True)
 
 

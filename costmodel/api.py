@@ -1,0 +1,66 @@
+"""The library in a few calls, for notebooks and scripts (the CLI uses the same pieces).
+
+    from costmodel import api
+    api.memory("xxl", fsdp=38, tokens=4096, shard_activations=0.5).total_bytes
+    api.solve_fsdp("xxl", limit="95GB").n_fsdp                      # 38
+    api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=2, peak_flops=4.6e14, bandwidth=1.8e11)
+    api.explain_batch(...)                                           # renders itself in Jupyter
+"""
+
+from __future__ import annotations
+
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+
+def _spec(model):
+    return load_model(model) if isinstance(model, str) else model
+
+
+def memory(model, recipe: str = "cs336", **layout):
+    """Per-device memory breakdown (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096)."""
+    from costmodel.strategies.memory import memory_breakdown
+
+    return memory_breakdown(_spec(model), load_recipe(recipe), Layout(**layout))
+
+
+def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
+    """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB')."""
+    from costmodel.solve.fsdp import solve_fsdp as solve
+    from costmodel.units import parse_bytes
+
+    limit_bytes = parse_bytes(limit) if isinstance(limit, str) else float(limit)
+    return solve(_spec(model), load_recipe(recipe), Layout(**{"fsdp": 2, **layout}), limit_bytes)
+
+
+def batch_problem(model, hardware, *, fsdp=1, tp=1, mx=1, my=1, overlap="sum", pass_="forward",
+                  peak_flops=None, bandwidth=None):
+    """The compute-bound question with every constant explicit (overrides as given)."""
+    from costmodel.solve.problem import batch_problem as build
+
+    return build(_spec(model), load_hardware(hardware), fsdp=fsdp, tp=tp, mx=mx, my=my, overlap=overlap,
+                 pass_=pass_, peak_flops=peak_flops, bandwidth=bandwidth)
+
+
+def solve_batch(model, hardware, **question):
+    """Smallest per-device and global batch with T_math >= T_comms."""
+    from costmodel.solve.batch import solve_batch as solve
+
+    return solve(batch_problem(model, hardware, **question))
+
+
+def optimize_split(model, hardware, torus=None, **question):
+    """Continuous X_opt and, with ``torus`` (e.g. (4, 4, 4)), the best whole-axis split."""
+    from costmodel.solve.split import optimize_split as optimize
+
+    return optimize(batch_problem(model, hardware, **question), torus)
+
+
+def explain_batch(model, hardware, **question):
+    """The derivation of solve_batch as a Derivation (prints as text, renders in Jupyter)."""
+    from costmodel.explain import Derivation, batch_steps
+
+    answer = solve_batch(model, hardware, **question)
+    p = answer.problem
+    return Derivation(f"Compute-bound batch, X = {p.fsdp}, Y = {p.tp}", batch_steps(answer),
+                      [f"overlap '{p.overlap}'", f"pass '{p.pass_}'", "(n-1)/n ring factor dropped"])
