@@ -20,7 +20,13 @@ COMMANDS = [
     ["memory", "--model", "xxl", "--json"],
     ["flops", "--model", "llama3-8b", "--tokens", "8192"],
     ["comm", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2", "--tokens", "4096"],
+    ["solve", "fsdp", "--model", "xxl", "--limit", "95GB"],
+    ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2",
+     "--peak-flops", "4.6e14", "--ici-bandwidth", "1.8e11", "--optimize-split", "--slice", "4x4x4"],
+    # symbolic paths (sympy): issue 3 asks for < 2 s
     ["memory", "--model", "xxl", "--fsdp", "38", "--tokens", "4096", "--shard-activations", "0.5", "--symbolic"],
+    ["solve", "fsdp", "--model", "xxl", "--limit", "95GB", "--symbolic"],
+    ["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2"],
 ]
 
 PROBE = ("import sys, runpy; sys.argv = ['cost4d'] + sys.argv[1:]\n"
