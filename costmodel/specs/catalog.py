@@ -14,14 +14,14 @@ BUILTIN_MODELS: dict[str, dict] = {
     "gpt2": dict(
         kind="transformer", name="gpt2", hidden=768, ffn_hidden=3072, layers=12, heads=12,
         kv_heads=12, vocab=50257, tied_embeddings=True, mlp="gelu", norm="layernorm", bias=True,
-        position="learned", max_position=1024, seq_len=1024,
+        position="learned", max_position=1024, seq_len=1024, dropout=True,
         description="GPT-2 small (124M)",
         source=_HF + "openai-community/gpt2 (n_embd 768, n_layer 12, n_head 12, n_positions 1024)",
     ),
     "gpt3-175b": dict(
         kind="transformer", name="gpt3-175b", hidden=12288, ffn_hidden=4 * 12288, layers=96,
         heads=96, kv_heads=96, vocab=50257, tied_embeddings=True, mlp="gelu", norm="layernorm",
-        bias=True, position="learned", max_position=2048, seq_len=2048,
+        bias=True, position="learned", max_position=2048, seq_len=2048, dropout=True,
         description="GPT-3 175B (GPT-2 architecture, d_ff = 4 d_model)",
         source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (n_layers 96, d_model 12288, "
         "n_heads 96, d_head 128, n_ctx 2048); GPT-2 BPE vocabulary of 50257",

@@ -34,6 +34,17 @@ class Layout(Spec):
         True, description="FSDP frees gathered weights after forward and gathers again in backward")
     mx: Degree = Field(1, description="M_X: torus axes the data axis spans (TPU)")
     my: Degree = Field(1, description="M_Y: torus axes the TP axis spans (TPU)")
+    recompute: Literal["none", "selective", "full", "every"] = Field(
+        "none", description="activation recomputation: selective drops the attention core, full keeps "
+        "only layer inputs, every recomputes groups of recompute_layers layers")
+    recompute_layers: Degree = Field(1, description="layers per checkpointed group for recompute='every'")
+    flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
+    schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] = Field("1f1b", description="pipeline schedule")
+    microbatches: Degree | None = Field(
+        None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
+    chunks: Degree = Field(1, description="v: model chunks per device (interleaved 1F1B)")
+    cp_kind: Literal["ring", "a2a"] = Field("ring", description="context parallel: ring attention or all-to-all")
+    grad_accum: Degree = Field(1, description="gradient-accumulation steps per optimizer step")
 
     @model_validator(mode="after")
     def _check(self) -> "Layout":
@@ -43,7 +54,19 @@ class Layout(Spec):
             raise ValueError("--shard-activations shards over the fsdp axis: it needs --fsdp > 1")
         if self.cp > 1 and self.tokens % self.cp:
             raise ValueError(f"--cp {self.cp} does not divide --tokens {self.tokens}")
+        if self.chunks > 1 and self.schedule != "interleaved":
+            raise ValueError("--chunks needs --schedule interleaved")
+        if self.pp > 1 and self.schedule != "gpipe" and self.m < self.pp:
+            raise ValueError(f"--schedule {self.schedule} needs --microbatches >= --pp ({self.m} < {self.pp})")
+        if self.schedule == "interleaved" and self.pp > 1 and self.m % self.pp:
+            raise ValueError(f"--schedule interleaved needs --microbatches a multiple of --pp "
+                             f"({self.m} % {self.pp} != 0)")
         return self
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per step (default: as many as stages)."""
+        return self.microbatches or self.pp
 
     @property
     def devices(self) -> int:

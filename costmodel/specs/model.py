@@ -59,6 +59,7 @@ class Transformer(Spec):
     max_position: Annotated[int, Field(gt=0)] | None = Field(
         None, description="positions of a learned position table (tokens); needed for 'learned'")
     seq_len: Count = Field(description="s, training sequence length (tokens)")
+    dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
     source: str = Field("", description="where the numbers come from")
 
     @model_validator(mode="after")

@@ -27,8 +27,3 @@ def check_layout(model, layout: Layout) -> None:
             _divides(layout.tp, "--tp", model.ffn_hidden, "the MLP hidden size (F)")
     if layout.sp and layout.tokens % layout.tp:
         raise CostModelError(f"--tp {layout.tp} with --sp does not divide --tokens {layout.tokens}")
-
-
-def stage_layers(model, layout: Layout) -> int:
-    """Blocks on the heaviest pipeline stage: ceil(L / pp)."""
-    return -(-model.layers // layout.pp)

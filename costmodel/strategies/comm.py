@@ -13,13 +13,14 @@ from costmodel.strategies.collective import Collective
 from costmodel.strategies.data_comm import data_collectives
 from costmodel.strategies.memory import params_per_device
 from costmodel.strategies.network import AxisLink, axis_link
+from costmodel.strategies.stages import stage_layer_counts
 from costmodel.strategies.tensor_comm import tensor_collectives
 
 
 def step_collectives(model, recipe: Recipe, layout: Layout) -> list[Collective]:
     """Every collective one device joins in one step (forward + backward + optimizer)."""
     checks.check_layout(model, layout)
-    layers = checks.stage_layers(model, layout)
+    layers = max(stage_layer_counts(model.layers, layout.pp))
     out = data_collectives(
         params=params_per_device(model, layout), recipe=recipe, zero_stage=layout.zero_stage,
         fsdp=layout.fsdp, dp=layout.dp, layers=layers,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from costmodel.formulas import memory as mem
 from costmodel.specs.layout import Layout
 from costmodel.specs.recipe import Recipe
-from costmodel.strategies import checks, data
+from costmodel.strategies import activations as acts
+from costmodel.strategies import checks, data, stages
 from costmodel.strategies import model as mq
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
@@ -53,6 +54,8 @@ class MemoryBreakdown:
     weight_copies_kind: str  # "autocast copies", "gathered weights" or "none"
     state_bytes_unsharded: int  # the whole model's persistent state on one device
     components: dict = field(default_factory=dict)
+    stage: int = 0  # pipeline stage (0 = first)
+    stages: tuple = ()  # with pp > 1: every stage's breakdown
 
     @property
     def total_bytes(self) -> float:
@@ -64,7 +67,8 @@ class MemoryBreakdown:
         return sum(v for k, v in self.components.items() if k in STATE_BYTES)
 
 
-def weight_copies(model, recipe: Recipe, layout: Layout, params_per_device: int) -> tuple[str, float]:
+def weight_copies(model, recipe: Recipe, layout: Layout, params_per_device: int,
+                  first_stage: bool = True) -> tuple[str, float]:
     """Unsharded low-precision weights kept until backward, and which kind they are."""
     zero_stage = layout.zero_stage
     if zero_stage >= 3:
@@ -73,31 +77,26 @@ def weight_copies(model, recipe: Recipe, layout: Layout, params_per_device: int)
         return "gathered weights", recipe.compute_bytes * params_per_device
     if recipe.compute_weights == "persistent":
         return "none", 0  # autograd saves the kept low-precision parameters themselves
-    unsaved = mq.first_layer_unsaved_params(model) // layout.tp  # stage 0 is the heaviest
+    unsaved = mq.first_layer_unsaved_params(model) // layout.tp if first_stage else 0
     return "autocast copies", mem.autocast_weight_copy_bytes(
         params=params_per_device, compute_bytes=recipe.compute_bytes, unsaved_params=unsaved)
 
 
 def params_per_device(model, layout: Layout) -> int:
-    """Parameters on the heaviest pipeline stage, split over TP (before data-axis sharding)."""
-    if layout.pp == 1:
-        return mq.total_params(model) // layout.tp
-    return checks.stage_layers(model, layout) * mq.block_params(model) // layout.tp
+    """Parameters of the heaviest pipeline stage on one TP rank (before data-axis sharding)."""
+    return max(stages.stage_params_per_device(model, layout, i) for i in range(layout.pp))
 
 
-def memory_breakdown(model, recipe: Recipe, layout: Layout) -> MemoryBreakdown:
-    """Per-device memory of the heaviest pipeline stage (stage 0)."""
-    checks.check_layout(model, layout)
-    layers = checks.stage_layers(model, layout)
-    p_dev = params_per_device(model, layout)
-    if model.kind == "transformer" and not layout.tokens:
-        per_token = 0  # the state alone needs no activation formula
-    else:
-        per_token = recipe.activation_bytes * mq.activation_elements_per_token(
-            model, layers, tp=layout.tp, sp=layout.sp,
-            autocast=recipe.compute_weights == "transient")
+def stage_breakdown(model, recipe: Recipe, layout: Layout, stage: int) -> MemoryBreakdown:
+    """Per-device memory of pipeline stage ``stage``."""
+    layers = stages.stage_layer_counts(model.layers, layout.pp)[stage]
+    first, last = stage == 0, stage == layout.pp - 1
+    p_dev = stages.stage_params_per_device(model, layout, stage)
+    per_token = acts.stage_bytes_per_token(model, recipe.activation_bytes, layout, layers, first, last,
+                                           autocast=recipe.compute_weights == "transient")
+    per_token *= acts.in_flight(layout, stage)
     activation_bytes = per_token * layout.tokens / layout.cp
-    kind, copies = weight_copies(model, recipe, layout, p_dev)
+    kind, copies = weight_copies(model, recipe, layout, p_dev, first)
     components = memory_components(
         params=p_dev, activation_bytes=activation_bytes, weight_copy_bytes=copies, recipe=recipe,
         zero_stage=layout.zero_stage, fsdp=layout.fsdp, shard_fraction=layout.shard_activations)
@@ -105,4 +104,12 @@ def memory_breakdown(model, recipe: Recipe, layout: Layout) -> MemoryBreakdown:
         params=mq.total_params(model), params_per_device=p_dev, stage_layers=layers,
         activation_bytes_per_token=per_token, activation_bytes=activation_bytes,
         weight_copies_kind=kind, components=components,
-        state_bytes_unsharded=mq.total_params(model) * recipe.state_bytes_per_param)
+        state_bytes_unsharded=mq.total_params(model) * recipe.state_bytes_per_param, stage=stage)
+
+
+def memory_breakdown(model, recipe: Recipe, layout: Layout) -> MemoryBreakdown:
+    """Per-device memory of the heaviest pipeline stage; ``.stages`` has every stage's total."""
+    checks.check_layout(model, layout)
+    per_stage = [stage_breakdown(model, recipe, layout, i) for i in range(layout.pp)]
+    heaviest = max(per_stage, key=lambda b: b.total_bytes)
+    return replace(heaviest, stages=tuple(per_stage) if layout.pp > 1 else ())

@@ -5,9 +5,7 @@ Dispatches on the spec's kind (FFN stack or transformer) to the formulas.
 
 from __future__ import annotations
 
-from costmodel.errors import CostModelError
 from costmodel.formulas import flops as fl
-from costmodel.formulas import memory as mem
 from costmodel.formulas import params as pa
 from costmodel.specs.model import FFNStack, Transformer
 
@@ -71,21 +69,6 @@ def backward_flops_per_token(model, seq_len: int | None = None):
             d_model=model.d_model, d_ff=model.d_ff, layers=model.layers, gated=model.gated,
             input_requires_grad=model.input_requires_grad)
     return fl.transformer_backward_flops_per_token(**_transformer_flops_shape(model, seq_len))
-
-
-def activation_elements_per_token(model, layers: int, tp: int = 1, sp: bool = False,
-                                  autocast: bool = True):
-    """Elements saved for backward per token on a device holding ``layers`` blocks."""
-    if isinstance(model, FFNStack):
-        elements = mem.ffn_activation_elements_per_token(
-            d_model=model.d_model, d_ff=model.d_ff, layers=layers, gated=model.gated,
-            activation=model.activation, tp=tp, sp=sp)
-        if autocast:  # the fp32 input is cast once per matmul that reads it
-            elements += mem.autocast_input_cast_elements_per_token(d_model=model.d_model, gated=model.gated)
-        return elements
-    raise CostModelError(
-        "activation memory of transformers is not implemented yet (tracked in issue 4); "
-        "run without --tokens for the state alone")
 
 
 def first_layer_unsaved_params(model) -> int:

@@ -1,0 +1,75 @@
+"""Activation bytes a transformer layer saves for backward, per token, from the tensors each op saves.
+
+Per layer, in three groups (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1, generalised to
+GQA, SwiGLU, no dropout and flash attention):
+
+* outside the TP region (split over t only with sequence parallelism): the two norm inputs, the
+  inputs of the QKV and first MLP matmuls, and the two dropout masks (1 byte per element);
+* inside the TP region (split over t): Q, K, V, the attention output fed to the output projection,
+  and the MLP's hidden tensors (GeLU: its input and the second matmul's input; SwiGLU: gate, up,
+  SiLU(gate) and the product);
+* the attention core (split over t; what selective recomputation drops): the softmax output, its
+  dropout mask and dropout output (5 a s for GPT), or with flash attention only the output and the
+  fp32 log-sum-exp.
+
+GPT (LayerNorm, dropout, GeLU 4h MLP, MHA) gives Korthikanti's Table 2: sbh (34 + 5 a s / h) etc.
+"""
+
+from __future__ import annotations
+
+
+def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout):
+    """Norm and matmul inputs outside the TP region: 4 b_a h (+ 2h of 1-byte dropout masks).
+
+    Korthikanti Sec. 4.1: LayerNorms 4sbh, QKV input 2sbh, MLP input 2sbh, two dropout masks 2sbh
+    (with 2-byte activations: 10sbh in all).
+    """
+    masks = 2 * hidden if dropout else 0  # 1 byte per element each
+    return act_bytes * 4 * hidden + masks
+
+
+def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated):
+    """Q, K, V, the output projection's input and the MLP hidden tensors (split over t).
+
+    Attention: b_a d_h (a + 2 a_kv) for Q, K, V plus b_a a d_h for the projection input.
+    MLP: GeLU saves its input and the second matmul's input (2F); SwiGLU saves gate, up, SiLU(gate)
+    and their product (4F). GPT (a_kv = a, a d_h = h, F = 4h): 4h + 2h... = 24h bytes (Korthikanti).
+    """
+    attention = act_bytes * head_dim * (heads + 2 * kv_heads) + act_bytes * heads * head_dim
+    mlp = act_bytes * ffn_hidden * (4 if gated else 2)
+    return attention + mlp
+
+
+def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropout, flash):
+    """What the attention core keeps (split over t; dropped by selective recomputation).
+
+    Without flash: softmax output b_a a s, plus its dropout mask a s and output b_a a s (GPT: 5as).
+    Flash attention keeps its output b_a a d_h and the fp32 log-sum-exp 4a instead
+    (Dao et al. 2022, arXiv:2205.14135, Alg. 2: O and L are saved for the backward pass).
+    """
+    if flash:
+        return act_bytes * heads * head_dim + 4 * heads
+    dropped = (1 + act_bytes) * heads * seq_len if dropout else 0
+    return act_bytes * heads * seq_len + dropped
+
+
+def layer_input_bytes_per_token(*, hidden, act_bytes):
+    """Full recomputation keeps only each layer's input: b_a h (Korthikanti Table 2: 2sbh)."""
+    return act_bytes * hidden
+
+
+def layer_activation_bytes_per_token(*, outside, inside, core, tp, sp, policy):
+    """Per layer and token: outside/(t if SP) + inside/t + core/t, less what ``policy`` recomputes.
+
+    policy 'none' keeps everything, 'selective' drops the attention core (Korthikanti Sec. 5).
+    """
+    kept_core = 0 if policy == "selective" else core
+    return outside / (tp if sp else 1) + (inside + kept_core) / tp
+
+
+def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp):
+    """The last stage's extras: final norm input and logits matmul input b_a h each, fp32 logits 4V/t.
+
+    Korthikanti Sec. 4.1 ('output layer ... 4sbv/t for the fp32 cross-entropy'), norm input as above.
+    """
+    return 2 * act_bytes * hidden + 4 * vocab / tp

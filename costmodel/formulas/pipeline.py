@@ -1,0 +1,50 @@
+"""Pipeline schedules: bubble, micro-batches in flight per stage, and the interleaving factor.
+
+p stages, m micro-batches, v model chunks per device (interleaved 1F1B).
+"""
+
+from __future__ import annotations
+
+from costmodel.mathops import minimum
+
+
+def bubble_fraction(*, stages, microbatches, chunks=1, schedule="1f1b"):
+    """Idle fraction of a step.
+
+    GPipe / AFAB and 1F1B: (p - 1) / (m + p - 1) (Narayanan et al. 2021, arXiv:2104.04473, Sec. 2.2.1:
+    bubble time (p - 1) t_f+b against m t_f+b of work). Interleaved with v chunks: the bubble shrinks
+    v-fold, (p - 1) / (v m + p - 1) (same paper, Sec. 2.2.2). ZB-H1: one third of 1F1B's bubble when
+    forward, input-gradient and weight-gradient passes take equal time, (p - 1) / (3m + p - 1)
+    (Qi et al. 2023, arXiv:2401.10241, Sec. 3.1).
+    """
+    if schedule == "interleaved":
+        return (stages - 1) / (chunks * microbatches + stages - 1)
+    if schedule == "zb-h1":
+        return (stages - 1) / (3 * microbatches + stages - 1)
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def microbatches_in_flight(*, stage, stages, microbatches, schedule="1f1b"):
+    """Micro-batches whose activations stage ``stage`` (0 = first) holds at its peak.
+
+    GPipe / AFAB runs every forward first: all m. 1F1B and ZB-H1 start backward after p - i warm-up
+    forwards: min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1; Qi et al. 2023 keep 1F1B's memory).
+    Interleaving is handled by :func:`interleave_factor`.
+    """
+    if schedule == "gpipe":
+        return microbatches
+    return minimum(stages - stage, microbatches)
+
+
+def interleave_factor(*, stages, chunks):
+    """Interleaved 1F1B multiplies the first stage's activations by 1 + (p - 1) / (p v).
+
+    Source: Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.2.3.
+    """
+    return 1 + (stages - 1) / (stages * chunks)
+
+
+def p2p_bytes_per_microbatch(*, tokens, hidden, act_bytes, tp=1, sp=False):
+    """Bytes one stage sends to the next per micro-batch: the T x h activation (b_a T h, / t with SP);
+    the backward pass sends its gradient back, the same size."""
+    return act_bytes * tokens * hidden / (tp if sp else 1)
