@@ -35,9 +35,35 @@ def _layout(**fields):
         raise CostModelError(first["msg"].removeprefix("Value error, ")) from None
 
 
-def _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations=0.0, reshard=True, mx=1, my=1):
+def _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations=0.0, reshard=True, mx=1, my=1,
+                 **advanced):
     return _layout(tokens=tokens, dp=dp, fsdp=fsdp, zero=zero, tp=tp, sp=sp, pp=pp, cp=cp,
-                   shard_activations=shard_activations, reshard_after_forward=reshard, mx=mx, my=my)
+                   shard_activations=shard_activations, reshard_after_forward=reshard, mx=mx, my=my,
+                   **_advanced(**advanced))
+
+
+def _advanced(recompute="none", flash=True, schedule="1f1b", microbatches=None, chunks=1, cp_kind="ring",
+              grad_accum=1) -> dict:
+    """The transformer-training options as Layout fields (--recompute every:K -> every, K)."""
+    fields = dict(flash=flash, schedule=schedule, microbatches=microbatches, chunks=chunks, cp_kind=cp_kind,
+                  grad_accum=grad_accum, recompute=recompute)
+    if recompute.startswith("every:"):
+        count = recompute.removeprefix("every:")
+        if not count.isdigit() or int(count) < 1:
+            raise CostModelError(f"--recompute {recompute!r}: write every:K with K a positive integer")
+        fields.update(recompute="every", recompute_layers=int(count))
+    return fields
+
+
+def _hsdp(hsdp_group, dp, fsdp):
+    """--hsdp-group G on D data devices: fsdp = G, dp = D / G (D = dp x fsdp as given)."""
+    if hsdp_group is None:
+        return dp, fsdp
+    data = dp * fsdp
+    if hsdp_group < 1 or data % hsdp_group:
+        raise CostModelError(f"--hsdp-group {hsdp_group} does not divide the {data} data-parallel devices "
+                             "(--dp x --fsdp)")
+    return data // hsdp_group, hsdp_group
 
 
 @app.command()
@@ -70,6 +96,13 @@ def memory(
     cp: o.CpOpt = 1,
     shard_activations: o.ShardActOpt = 0.0,
     reshard: o.ReshardOpt = True,
+    recompute: o.RecomputeOpt = "none",
+    flash: o.FlashOpt = True,
+    schedule: o.ScheduleOpt = "1f1b",
+    microbatches: o.MicroOpt = None,
+    chunks: o.ChunksOpt = 1,
+    cp_kind: o.CpKindOpt = "ring",
+    hsdp_group: o.HsdpOpt = None,
     hardware: o.HardwareOpt = None,
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
@@ -85,7 +118,9 @@ def memory(
 
     spec = load_model(model)
     rec = load_recipe(recipe)
-    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations, reshard)
+    dp, fsdp = _hsdp(hsdp_group, dp, fsdp)
+    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations, reshard, recompute=recompute,
+                       flash=flash, schedule=schedule, microbatches=microbatches, chunks=chunks, cp_kind=cp_kind)
     device = load_hardware(hardware or "h100-sxm")
     breakdown = memory_breakdown(spec, rec, lay)
     report.memory(spec, rec, lay, breakdown, device, fits=hardware is not None,
@@ -131,6 +166,12 @@ def comm(
     reshard: o.ReshardOpt = True,
     mx: o.MxOpt = 1,
     my: o.MyOpt = 1,
+    schedule: o.ScheduleOpt = "1f1b",
+    microbatches: o.MicroOpt = None,
+    chunks: o.ChunksOpt = 1,
+    cp_kind: o.CpKindOpt = "ring",
+    hsdp_group: o.HsdpOpt = None,
+    grad_accum: o.AccumOpt = 1,
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
@@ -145,7 +186,9 @@ def comm(
 
     spec = load_model(model)
     rec = load_recipe(recipe)
-    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, reshard=reshard, mx=mx, my=my)
+    dp, fsdp = _hsdp(hsdp_group, dp, fsdp)
+    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, reshard=reshard, mx=mx, my=my, schedule=schedule,
+                       microbatches=microbatches, chunks=chunks, cp_kind=cp_kind, grad_accum=grad_accum)
     device = load_hardware(hardware)
     rows = timed_collectives(spec, rec, lay, device)
     report.comm(spec, rec, lay, device, rows, units=units, as_json=as_json, symbolic=symbolic)

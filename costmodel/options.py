@@ -66,3 +66,22 @@ IciOpt = Annotated[Optional[float], typer.Option(
 FormatOpt = Annotated[str, typer.Option("--format", help="text, markdown or latex.", rich_help_panel=_OUT)]
 LimitOpt = Annotated[Optional[str], typer.Option(
     help="Memory limit per device, e.g. 95GB (1e9 B) or 80GiB; default the --hardware's HBM.")]
+
+_ADV = "Transformer training: recompute, pipeline, context"
+RecomputeOpt = Annotated[str, typer.Option(
+    help="Activation recomputation: none, selective (attention core), full (layer inputs only), "
+    "or every:K (every K-th layer fully).", rich_help_panel=_ADV)]
+FlashOpt = Annotated[bool, typer.Option(
+    "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
+ScheduleOpt = Annotated[str, typer.Option(
+    help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
+MicroOpt = Annotated[Optional[int], typer.Option(
+    help="Micro-batches per step (default: --pp).", rich_help_panel=_ADV)]
+ChunksOpt = Annotated[int, typer.Option(help="Model chunks per device for --schedule interleaved.",
+                                        rich_help_panel=_ADV)]
+CpKindOpt = Annotated[str, typer.Option(help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
+                                        rich_help_panel=_ADV)]
+HsdpOpt = Annotated[Optional[int], typer.Option(
+    help="HSDP: shard within groups of this many devices, replicate across (sets --fsdp, --dp).",
+    rich_help_panel=_ADV)]
+AccumOpt = Annotated[int, typer.Option(help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]

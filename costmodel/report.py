@@ -107,6 +107,11 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
     if fits:
         payload["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity,
                            "fits": breakdown.total_bytes <= capacity}
+    if breakdown.stages:
+        payload["pipeline"] = pipeline_summary(model, recipe, layout)
+        payload["stages"] = [{"stage": b.stage, "layers": b.stage_layers, "params_per_device": b.params_per_device,
+                              "activation_bytes": number(b.activation_bytes), "total_bytes": number(b.total_bytes)}
+                             for b in breakdown.stages]
     sym = _memory_symbolic(model, recipe, layout, breakdown) if symbolic else None
     if emitted_json(payload, sym, as_json):
         return
@@ -126,6 +131,8 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
         t.add_row(label, f"{value:,.0f}", _in(value, units))
     t.add_row("[bold]total[/]", f"[bold]{breakdown.total_bytes:,.0f}[/]", f"[bold]{_in(breakdown.total_bytes, units)}[/]")
     out.print(t)
+    if breakdown.stages:
+        _print_stages(out, breakdown, payload["pipeline"], units)
     per_token = breakdown.activation_bytes_per_token
     out.print(f"Saved for backward per token ({recipe.activations}): {per_token:,.0f} B "
               f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
@@ -139,6 +146,35 @@ def memory(model, recipe, layout, breakdown, hardware, *, fits, units, as_json, 
         out.print(f"Per-device total {format_bytes(breakdown.total_bytes, units)} {verdict} in "
                   f"{hardware.name}'s {format_bytes(capacity, units)}")
     out.print(f"Units: {_unit(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
+
+
+def pipeline_summary(model, recipe, layout) -> dict:
+    """Schedule, bubble and point-to-point bytes of a pipelined layout."""
+    from costmodel.formulas import pipeline as pl
+
+    width = model.d_model if model.kind == "ffn" else model.hidden
+    return {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m, "chunks": layout.chunks,
+            "bubble_fraction": pl.bubble_fraction(stages=layout.pp, microbatches=layout.m, chunks=layout.chunks,
+                                                  schedule=layout.schedule),
+            "p2p_bytes_per_microbatch": number(pl.p2p_bytes_per_microbatch(
+                tokens=layout.tokens // layout.cp, hidden=width, act_bytes=recipe.activation_bytes,
+                tp=layout.tp, sp=layout.sp))}
+
+
+def _print_stages(out, breakdown, pipe: dict, units) -> None:
+    t = table(f"Pipeline stages ({pipe['schedule']}, m = {pipe['microbatches']}, bubble "
+              f"{pipe['bubble_fraction']:.1%} of the step; {format_bytes(pipe['p2p_bytes_per_microbatch'], units)} "
+              "sent to the next stage per micro-batch, each way)", ">stage", ">layers", ">params/device",
+              f">activations {_unit(units)}", f">total {_unit(units)}", "")
+    heaviest = max(breakdown.stages, key=lambda b: b.total_bytes).stage
+    last = len(breakdown.stages) - 1
+    for b in breakdown.stages:
+        role = ", ".join(r for r, on in (("first", b.stage == 0), ("last", b.stage == last),
+                                         ("heaviest", b.stage == heaviest)) if on)
+        t.add_row(str(b.stage), str(b.stage_layers), f"{b.params_per_device:,}", _in(b.activation_bytes, units),
+                  _in(b.total_bytes, units), role)
+    out.print(t)
+    out.print(f"The table above is stage {heaviest}, the heaviest.")
 
 
 def _unit(units) -> str:

@@ -72,10 +72,8 @@ PYTHON_API = {
 
 
 def _nbytes(x) -> int:
-    if isinstance(x, torch.Tensor):
-        return x.untyped_storage().nbytes() if x.is_contiguous() and x.storage_offset() == 0 \
-            and x.untyped_storage().nbytes() == x.nbytes else x.nbytes
-    return sum(_nbytes(t) for t in x)
+    """Bytes of a tensor or a list of tensors (elements x element size)."""
+    return x.nbytes if isinstance(x, torch.Tensor) else sum(t.nbytes for t in x)
 
 
 def _numel(x) -> int:
@@ -101,19 +99,17 @@ class DispatchLog(TorchDispatchMode):
                 src, dst = args[i], out if o == "out" else args[o]
                 ratio = max(_numel(src), _numel(dst)) // min(_numel(src), _numel(dst))
                 record.update(op=kind, input_bytes=_nbytes(src), output_bytes=_nbytes(dst),
-                              group=ratio if kind != "all-reduce" else _group_size(args))
+                              group=ratio if kind != "all-reduce" else _group_size(func, args))
             self.records.append(record)
         return out
 
 
-def _group_size(args) -> int | None:
-    """Size of the process group among an all-reduce's arguments (a group name or a boxed group)."""
-    for a in args:
-        if isinstance(a, str):
-            return dist.distributed_c10d._resolve_process_group(a).size()
-        if isinstance(a, torch.ScriptObject):
-            return dist.ProcessGroup.unbox(a).size()
-    return None
+def _group_size(func, args) -> int:
+    """Size of the process group an all-reduce runs on (its group_name, or its boxed group)."""
+    names = [a.name for a in func._schema.arguments]
+    if "group_name" in names:
+        return dist.distributed_c10d._resolve_process_group(args[names.index("group_name")]).size()
+    return dist.ProcessGroup.unbox(args[names.index("process_group")]).size()
 
 
 class PythonApiLog:
@@ -149,14 +145,14 @@ class PythonApiLog:
                 setattr(module, name, fn)
 
 
-def training_step(model, x, rank_view=lambda out: out):
+def training_step(model, x):
     """Forward, backward of out.sum(), AdamW step; every collective labelled with its phase."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     dispatch = DispatchLog()
     api = PythonApiLog(dispatch)
     with api.patched(), dispatch:
         dispatch.phase = "forward"
-        loss = rank_view(model(x)).sum()
+        loss = model(x).sum()  # each rank sums its own output; no collective
         dispatch.phase = "backward"
         loss.backward()
         dispatch.phase = "optimizer"

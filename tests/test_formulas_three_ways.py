@@ -13,17 +13,19 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.formulas import comms, flops, memory, params
+from costmodel.formulas import activations, comms, flops, memory, params, pipeline, scaling
 
 STRUCTURE = {
     "gated": [False, True], "bias": [False, True], "with_bias": [False, True],
-    "norm_bias": [False, True], "tied": [False, True], "sp": [False, True],
+    "norm_bias": [False, True], "tied": [False, True], "qkv_bias": [False, True], "dropout": [False, True],
+    "flash": [False, True], "policy": ["none", "selective"],
+    "schedule": ["gpipe", "1f1b", "interleaved", "zb-h1"], "overlap": ["sum", "max"], "sp": [False, True],
     "input_requires_grad": [False, True], "activation": ["none", "relu", "gelu", "silu"],
 }
 
 
 def _formulas():
-    for module in (params, flops, memory, comms):
+    for module in (params, flops, memory, comms, activations, pipeline, scaling):
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if fn.__module__ == module.__name__ and not name.startswith("_"):
                 yield pytest.param(fn, id=f"{module.__name__.split('.')[-1]}.{name}")
@@ -44,8 +46,10 @@ def test_number_array_and_symbol_agree(fn, data):
     assert quantities, "a formula without quantities is a constant"
     draw = st.integers(min_value=1, max_value=10**6)
     values = {q: data.draw(draw, label=q) for q in quantities}
-    if "fraction" in values:
-        values["fraction"] = data.draw(st.sampled_from([0, 0.25, 0.5, 1]), label="fraction")
+    for name in ("fraction", "tp_share"):  # quantities that live in [0, 1] ([0, 1) for the share)
+        if name in values:
+            values[name] = data.draw(st.sampled_from([0, 0.25, 0.5] + ([1] if name == "fraction" else [])),
+                                     label=name)
     symbols = {q: sp.Symbol(q, positive=True) for q in quantities}
     for combo in itertools.product(*(STRUCTURE[s] for s in structural)):
         fixed = dict(zip(structural, combo))

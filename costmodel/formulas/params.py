@@ -18,14 +18,16 @@ def ffn_stack_params(*, d_model, d_ff, layers, gated=False):
     return layers * ffn_block_params(d_model=d_model, d_ff=d_ff, gated=gated)
 
 
-def attention_params(*, hidden, heads, kv_heads, head_dim, bias=False):
+def attention_params(*, hidden, heads, kv_heads, head_dim, bias=False, qkv_bias=False):
     """Q, K, V and output projections: D d_h (2a + 2 a_kv) (+ biases d_h (a + 2 a_kv) + D).
 
+    ``bias``: every projection has one (GPT); ``qkv_bias``: only Q, K, V do (Qwen2).
     Source: Vaswani et al. 2017; GQA as in Ainslie et al. 2023, arXiv:2305.13245 (K, V have a_kv heads).
     """
     weights = hidden * head_dim * (2 * heads + 2 * kv_heads)
-    biases = head_dim * (heads + 2 * kv_heads) + hidden if bias else 0
-    return weights + biases
+    qkv_biases = head_dim * (heads + 2 * kv_heads) if (bias or qkv_bias) else 0
+    out_bias = hidden if bias else 0
+    return weights + qkv_biases + out_bias
 
 
 def mlp_params(*, hidden, ffn_hidden, gated, bias=False):
@@ -56,10 +58,12 @@ def output_params(*, vocab, hidden, tied):
     return 0 if tied else vocab * hidden
 
 
-def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, gated, bias, norm_bias):
+def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, gated, bias, norm_bias,
+                             qkv_bias=False):
     """One block: attention + MLP + two norms."""
     return (
-        attention_params(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=bias)
+        attention_params(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
+                         qkv_bias=qkv_bias)
         + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias)
         + 2 * norm_params(hidden=hidden, with_bias=norm_bias)
     )

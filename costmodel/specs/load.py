@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.specs.hf import from_hf_config, is_hf_config
 
 try:
     import tomllib
@@ -78,6 +79,9 @@ def load_model(name: str):
     if _is_path(name):
         path = Path(name)
         data = read_file(path)
+        if is_hf_config(data):
+            name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+            return _model_from(from_hf_config(data, name, str(path)), str(path))
         data.setdefault("name", path.stem)
         return _model_from(data, str(path))
     if name not in BUILTIN_MODELS:

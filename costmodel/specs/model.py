@@ -54,6 +54,7 @@ class Transformer(Spec):
     norm: Literal["rmsnorm", "layernorm"] = Field(
         "rmsnorm", description="RMSNorm (weight only) or LayerNorm (weight and bias)")
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 do, Llama does not)")
+    qkv_bias: bool = Field(False, description="only the Q, K, V projections carry biases (Qwen2)")
     position: Literal["rope", "learned"] = Field(
         "rope", description="rotary (no parameters) or learned absolute position embeddings")
     max_position: Annotated[int, Field(gt=0)] | None = Field(

@@ -20,7 +20,7 @@ def block_params(model) -> int:
     if isinstance(model, FFNStack):
         return pa.ffn_block_params(d_model=model.d_model, d_ff=model.d_ff, gated=model.gated)
     return pa.transformer_layer_params(**_transformer_shape(model), bias=model.bias,
-                                       norm_bias=model.norm == "layernorm")
+                                       norm_bias=model.norm == "layernorm", qkv_bias=model.qkv_bias)
 
 
 def param_parts(model) -> dict[str, int]:
@@ -35,7 +35,7 @@ def param_parts(model) -> dict[str, int]:
         if model.position == "learned" else 0,
         "attention": model.layers * pa.attention_params(
             hidden=model.hidden, heads=model.heads, kv_heads=model.kv_heads,
-            head_dim=model.dim_per_head, bias=model.bias),
+            head_dim=model.dim_per_head, bias=model.bias, qkv_bias=model.qkv_bias),
         "mlp": model.layers * pa.mlp_params(hidden=model.hidden, ffn_hidden=model.ffn_hidden,
                                             gated=shape["gated"], bias=model.bias),
         "norms": (2 * model.layers + 1) * pa.norm_params(hidden=model.hidden, with_bias=norm_bias),
