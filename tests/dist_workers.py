@@ -6,7 +6,7 @@ Started by tests/test_torch_distributed.py, one process per rank:
 
 Every case in CASES runs in the same process group (one torch import per rank), and the rank writes
 OUT_DIR/rank<r>.json: {case: {"dispatch": [record, ...], "python_api": [record, ...]}}, where a
-record is {"op", "phase", "input_bytes", "output_bytes", "group", "thread"} (``python_api`` records
+record is {"op", "phase", "input_bytes", "output_bytes", "group"} (``python_api`` records
 carry only op and phase). The model is tests/torch_models.py's ffn_stack; costmodel supplies only
 the shape (FFNStack), never an expected number.
 
@@ -46,8 +46,9 @@ from costmodel.specs.model import FFNStack
 NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional"}
 NOT_COLLECTIVES = {"wait_tensor", "_wrap_tensor_autograd"}  # bookkeeping ops, nothing sent
 
-# dispatcher op -> (kind, index of the input in args or "out", index of the output, group)
-# group: an int arg index for the functional group_size, "name" for a group name, None = ratio
+# dispatcher op -> (kind, index of its input in args, index of its output in args or "out" for the
+# returned tensor). The group of a gather or scatter is output/input (or input/output) elements;
+# an all-reduce's group is looked up from its group argument (_group_size).
 DISPATCH_OPS = {
     "c10d._allgather_base_": ("all-gather", 1, 0),
     "c10d._reduce_scatter_base_": ("reduce-scatter", 1, 0),
@@ -92,8 +93,8 @@ class DispatchLog(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if func.namespace in NAMESPACES and func._opname not in NOT_COLLECTIVES:
             name = f"{func.namespace}.{func._opname}"
-            record = {"op": name, "phase": self.phase, "thread": threading.current_thread().name,
-                      "input_bytes": None, "output_bytes": None, "group": None}
+            record = {"op": name, "phase": self.phase, "input_bytes": None, "output_bytes": None,
+                      "group": None}
             if name in DISPATCH_OPS:
                 kind, i, o = DISPATCH_OPS[name]
                 src, dst = args[i], out if o == "out" else args[o]

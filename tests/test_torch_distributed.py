@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -116,31 +115,42 @@ def measured(request, tmp_path_factory):
     return world, run_ranks(world, tmp_path_factory.mktemp(f"dist{world}"))
 
 
-def tally_measured(records) -> dict:
-    """(op, phase) -> Counter of (S bytes, group) -> calls, plus the ring bytes sent."""
-    out = defaultdict(Counter)
+def tally(calls) -> dict:
+    """(op, phase) -> calls, S per call, total S, group, ring bytes sent, from (op, phase, S, group,
+    calls, ring bytes sent per call) rows."""
+    out = {}
+    for op, phase, buffer_bytes, group, n, sent in calls:
+        t = out.setdefault((op, phase), {"calls": 0, "buffer_bytes_per_call": set(), "buffer_bytes": 0,
+                                         "group": set(), "ring_bytes_sent": 0})
+        t["calls"] += n
+        t["buffer_bytes_per_call"].add(buffer_bytes)
+        t["buffer_bytes"] += n * buffer_bytes
+        t["group"].add(group)
+        t["ring_bytes_sent"] += n * sent
+    return out
+
+
+def measured_rows(records):
+    """One row per collective torch issued; the ring sends n - 1 of the per-rank pieces per pass."""
     for r in records:
-        out[(r["op"], r["phase"])][(r[BUFFER[r["op"]]], r["group"])] += 1
-        piece = min(r["input_bytes"], r["output_bytes"]) if r["op"] != "all-reduce" else r["input_bytes"] // r["group"]
-        out[(r["op"], r["phase"])]["ring_bytes_sent"] += RING_PASSES[r["op"]] * (r["group"] - 1) * piece
-    return dict(out)
+        op, group = r["op"], r["group"]
+        assert op in BUFFER, f"a collective the test does not know: {r}"
+        piece = r["input_bytes"] // group if op == "all-reduce" else min(r["input_bytes"], r["output_bytes"])
+        yield op, r["phase"], r[BUFFER[op]], group, 1, RING_PASSES[op] * (group - 1) * piece
 
 
-def tally_predicted(collectives) -> dict:
-    out = defaultdict(Counter)
+def predicted_rows(collectives):
     for c in collectives:
-        out[(c.op, c.phase)][(c.buffer_bytes, c.group)] += c.calls
-        out[(c.op, c.phase)]["ring_bytes_sent"] += c.bytes_sent
-    return dict(out)
+        yield c.op, c.phase, c.buffer_bytes, c.group, c.calls, c.bytes_sent_per_call
 
 
 @pytest.mark.parametrize("case, input_grad, layout, where", CASES)
 def test_step_collectives_match_torch(measured, case, input_grad, layout, where):
     world, ranks = measured
     spec = FFNStack(name="ffn", d_model=D, d_ff=F, layers=L, input_requires_grad=input_grad)
-    predicted = tally_predicted(step_collectives(spec, CS336, layout(world)))
+    predicted = tally(predicted_rows(step_collectives(spec, CS336, layout(world))))
     for rank, logs in enumerate(ranks):
-        assert tally_measured(logs[case]["dispatch"]) == predicted, f"rank {rank}, {where}"
+        assert tally(measured_rows(logs[case]["dispatch"])) == predicted, f"rank {rank}, {where}"
 
 
 def test_fsdp2_gathers_bf16_blocks_whole(measured):

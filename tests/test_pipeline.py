@@ -1,0 +1,72 @@
+"""Pipeline schedules and stages: bubble, micro-batches in flight, uneven splits."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.errors import CostModelError
+from costmodel.formulas import pipeline as pl
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_model
+from costmodel.specs.recipe import RECIPES
+from costmodel.strategies import stages
+from costmodel.strategies.memory import memory_breakdown
+from costmodel.strategies.model import total_params
+
+
+def test_1f1b_four_stages_four_microbatches():
+    """Efficiency 4/7 = 57.1% (bubble (p-1)/(m+p-1) = 3/7)."""
+    assert 1 - pl.bubble_fraction(stages=4, microbatches=4) == pytest.approx(4 / 7, rel=1e-15)
+
+
+def test_interleaving_shrinks_the_bubble_v_fold_and_costs_first_stage_memory():
+    assert pl.bubble_fraction(stages=4, microbatches=8, chunks=2, schedule="interleaved") == pytest.approx(3 / 19)
+    assert pl.interleave_factor(stages=8, chunks=3) == 1 + 7 / 24  # Korthikanti Sec. 4.2.3
+
+
+def test_zb_h1_has_a_third_of_the_bubble_time():
+    p, m = 8, 16
+    zb_idle = pl.bubble_fraction(stages=p, microbatches=m, schedule="zb-h1")
+    assert zb_idle / (1 - zb_idle) == pytest.approx((p - 1) / (3 * m))  # idle / work, vs (p-1)/m for 1F1B
+
+
+def test_microbatches_in_flight():
+    assert [pl.microbatches_in_flight(stage=i, stages=4, microbatches=8) for i in range(4)] == [4, 3, 2, 1]
+    assert pl.microbatches_in_flight(stage=0, stages=4, microbatches=8, schedule="gpipe") == 8
+
+
+def test_uneven_split_puts_the_extra_layers_first():
+    assert stages.stage_layer_counts(126, 16) == [8] * 14 + [7] * 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["xxl", "llama3-8b", "gpt2", "llama2-70b"]), pp=st.integers(1, 12))
+def test_stage_parameters_add_up_to_the_model(name, pp):
+    """Every parameter sits on exactly one stage (plus the last stage's copy of tied embeddings)."""
+    model = load_model(name)
+    counts = stages.stage_layer_counts(model.layers, pp)
+    held = sum(stages.stage_params(model, n, i == 0, i == pp - 1, pp) for i, n in enumerate(counts))
+    tied_copy = model.vocab * model.hidden if model.kind == "transformer" and model.tied_embeddings and pp > 1 else 0
+    assert held == total_params(model) + tied_copy
+
+
+def test_first_stage_is_the_heaviest_under_1f1b():
+    b = memory_breakdown(load_model("llama3-70b"), RECIPES["megatron"],
+                         Layout(tp=8, pp=8, sp=True, tokens=8192, recompute="selective"))
+    assert b.stage == 0 and len(b.stages) == 8
+    assert b.total_bytes == max(s.total_bytes for s in b.stages)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(pp=4, microbatches=2), "needs --microbatches >= --pp"),
+    (dict(pp=4, microbatches=6, schedule="interleaved", chunks=2), "multiple of --pp"),
+    (dict(chunks=2), "--chunks needs --schedule interleaved"),
+])
+def test_schedules_reject_impossible_micro_batching(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Layout(**fields)
+
+
+def test_more_stages_than_layers():
+    with pytest.raises(CostModelError, match="more than the model's 32 layers"):
+        memory_breakdown(load_model("llama3-8b"), RECIPES["cs336"], Layout(pp=64))
