@@ -135,10 +135,15 @@ def flops(
     tp: o.TpOpt = 1,
     pp: o.PpOpt = 1,
     cp: o.CpOpt = 1,
+    recompute: o.RecomputeOpt = "none",
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
 ) -> None:
-    """Forward and backward FLOPs per token and per step (matmuls, as FlopCounterMode counts)."""
+    """Forward and backward FLOPs per token and per step (matmuls, as FlopCounterMode counts).
+
+    Model FLOPs (MFU's numerator) count no recomputation; with --recompute the hardware FLOPs
+    (HFU's numerator) add the forward work done again in backward.
+    """
     from costmodel import report
     from costmodel.specs.load import load_model
     from costmodel.strategies.flops import step_flops
@@ -146,7 +151,7 @@ def flops(
     spec = load_model(model)
     if seq is not None and seq <= 0:
         raise CostModelError(f"--seq {seq}: must be positive")
-    lay = _layout_from(tokens, 1, 1, 3, tp, False, pp, cp)
+    lay = _layout_from(tokens, 1, 1, 3, tp, False, pp, cp, recompute=recompute)
     report.flops(spec, lay, step_flops(spec, lay, seq), as_json=as_json, symbolic=symbolic)
 
 

@@ -63,9 +63,12 @@ def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
 
 
 def console():
+    """Rich console; when piped (no terminal to measure), 120 columns rather than rich's 80."""
+    import sys
+
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
 def table(title: str, *columns: str):
@@ -225,6 +228,9 @@ def flops(model, layout, result, *, as_json, symbolic):
         "forward_flops": number(result.forward), "backward_flops": number(result.backward),
         "total_flops": number(result.total), "flops_per_device": number(result.per_device),
         "six_n_t": 6 * _params(model) * result.tokens,
+        "recompute_flops_per_token": number(result.recompute_per_token),
+        "hardware_flops_per_token": number(result.hardware_per_token),
+        "recompute": layout.recompute,
     }
     sym = _flops_symbolic(model) if symbolic else None
     if emitted_json(payload, sym, as_json):
@@ -238,7 +244,12 @@ def flops(model, layout, result, *, as_json, symbolic):
     t = table(f"{model.name}: FLOPs (matmuls) for {result.tokens:,} tokens", "pass", ">per token", ">per step")
     t.add_row("forward", f"{result.forward_per_token:,.0f}", f"{result.forward:.4e}")
     t.add_row("backward", f"{result.backward_per_token:,.0f}", f"{result.backward:.4e}")
-    t.add_row("[bold]total[/]", f"{result.per_token:,.0f}", f"{result.total:.4e}")
+    t.add_row("[bold]model total[/] (MFU counts these)", f"{result.per_token:,.0f}", f"{result.total:.4e}")
+    if result.recompute_per_token:
+        t.add_row(f"recomputed forward ({layout.recompute})", f"{result.recompute_per_token:,.0f}",
+                  f"{result.recompute_per_token * result.tokens:.4e}")
+        t.add_row("[bold]hardware total[/] (HFU counts these)", f"{result.hardware_per_token:,.0f}",
+                  f"{result.hardware_per_token * result.tokens:.4e}")
     out.print(t)
     out.print(f"6 N T rule of thumb: {payload['six_n_t']:.4e}; per device (tp x pp x cp = "
               f"{result.devices_per_replica}): {result.per_device:.4e} FLOP")
@@ -282,13 +293,12 @@ def comm(model, recipe, layout, hardware, rows, *, units, as_json, symbolic):
         for line in sym:
             out.print(f"  {line['op']} {line['axis']} ({line['purpose']}): {line['bytes_sent']}")
     t = table(f"{model.name} on {hardware.name}: collectives per step ({layout_text(layout)})",
-              "collective", "axis", "purpose", ">group", ">calls", ">buffer/call", ">sent/device",
-              "level", ">time")
+              "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "link", ">ms")
     for r in rows:
         c = r.collective
-        t.add_row(c.op, c.axis, f"{c.purpose} ({c.phase})", str(c.group), str(c.calls),
+        t.add_row(c.axis, c.op, f"{c.purpose} ({c.phase})", str(c.group), str(c.calls),
                   format_bytes(c.buffer_bytes, units), format_bytes(c.bytes_sent, units),
-                  r.link.level, f"{r.seconds * 1e3:,.3f} ms")
+                  r.link.level, f"{r.seconds * 1e3:,.3f}")
     out.print(t)
     if not rows:
         out.print("No collectives: every axis has degree 1.")

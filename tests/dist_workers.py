@@ -47,8 +47,7 @@ NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional"}
 NOT_COLLECTIVES = {"wait_tensor", "_wrap_tensor_autograd"}  # bookkeeping ops, nothing sent
 
 # dispatcher op -> (kind, index of its input in args, index of its output in args or "out" for the
-# returned tensor). The group of a gather or scatter is output/input (or input/output) elements;
-# an all-reduce's group is looked up from its group argument (_group_size).
+# returned tensor); the group is read from the op's group argument (_group_size)
 DISPATCH_OPS = {
     "c10d._allgather_base_": ("all-gather", 1, 0),
     "c10d._reduce_scatter_base_": ("reduce-scatter", 1, 0),
@@ -77,10 +76,6 @@ def _nbytes(x) -> int:
     return x.nbytes if isinstance(x, torch.Tensor) else sum(t.nbytes for t in x)
 
 
-def _numel(x) -> int:
-    return x.numel() if isinstance(x, torch.Tensor) else sum(t.numel() for t in x)
-
-
 class DispatchLog(TorchDispatchMode):
     """Records each c10d / functional collective that reaches the dispatcher, with the phase."""
 
@@ -98,19 +93,19 @@ class DispatchLog(TorchDispatchMode):
             if name in DISPATCH_OPS:
                 kind, i, o = DISPATCH_OPS[name]
                 src, dst = args[i], out if o == "out" else args[o]
-                ratio = max(_numel(src), _numel(dst)) // min(_numel(src), _numel(dst))
                 record.update(op=kind, input_bytes=_nbytes(src), output_bytes=_nbytes(dst),
-                              group=ratio if kind != "all-reduce" else _group_size(func, args))
+                              group=_group_size(func, args))
             self.records.append(record)
         return out
 
 
 def _group_size(func, args) -> int:
-    """Size of the process group an all-reduce runs on (its group_name, or its boxed group)."""
+    """Ranks in the process group a collective runs on (its group_name, or its boxed group)."""
     names = [a.name for a in func._schema.arguments]
-    if "group_name" in names:
-        return dist.distributed_c10d._resolve_process_group(args[names.index("group_name")]).size()
-    return dist.ProcessGroup.unbox(args[names.index("process_group")]).size()
+    group = args[names.index("group_name" if "group_name" in names else "process_group")]
+    if isinstance(group, str):
+        return dist.distributed_c10d._resolve_process_group(group).size()
+    return dist.ProcessGroup.unbox(group).size()
 
 
 class PythonApiLog:

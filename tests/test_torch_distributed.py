@@ -46,11 +46,6 @@ T = BATCH * SEQ  # tokens one replica holds
 WORLD_SIZES = [2, 4]
 RANK_TIMEOUT_S = 240  # a hung rank (peer crashed) fails the test instead of blocking CI
 
-NO_INPUT_GRAD = (
-    "torch skips the first block's input-gradient collective when the stack's input needs no "
-    "gradient (FFNStack.input_requires_grad=False): DTensor only redistributes a gradient autograd "
-    "computes. tensor_comm.tensor_collectives counts L per step whatever input_requires_grad says, "
-    "so it predicts one backward {op} of b_act T D bytes too many.")
 
 # (worker case, FFNStack.input_requires_grad, layout for W ranks, where the prediction comes from)
 CASES = [
@@ -66,11 +61,9 @@ CASES = [
     pytest.param("sp-input-grad", True, lambda w: Layout(tp=w, sp=True, tokens=T),
                  "tensor_comm.py tensor_collectives, sp=True", id="tp_sp-input_grad"),
     pytest.param("tp-no-input-grad", False, lambda w: Layout(tp=w, tokens=T),
-                 "tensor_comm.py tensor_collectives, sp=False", id="tp-no_input_grad",
-                 marks=pytest.mark.xfail(strict=True, reason=NO_INPUT_GRAD.format(op="all-reduce"))),
+                 "tensor_comm.py tensor_collectives, sp=False", id="tp-no_input_grad"),
     pytest.param("sp-no-input-grad", False, lambda w: Layout(tp=w, sp=True, tokens=T),
-                 "tensor_comm.py tensor_collectives, sp=True", id="tp_sp-no_input_grad",
-                 marks=pytest.mark.xfail(strict=True, reason=NO_INPUT_GRAD.format(op="reduce-scatter"))),
+                 "tensor_comm.py tensor_collectives, sp=True", id="tp_sp-no_input_grad"),
 ]
 
 #: Which measured tensor is nccl-tests' S, and which is the piece one rank owns.

@@ -33,6 +33,12 @@ def alltoall_bytes_sent(*, buffer_bytes, group):
     return buffer_bytes * (group - 1) / group
 
 
+def sendrecv_bytes_sent(*, buffer_bytes, group):
+    """Point-to-point send: the whole buffer S (nccl-tests busbw factor 1). ``group`` is unused but
+    kept so every collective takes the same arguments."""
+    return buffer_bytes + 0 * group
+
+
 def transfer_seconds(*, bytes_sent, bandwidth):
     """Bandwidth-bound time: bytes sent / egress bandwidth of the axis (no latency term yet).
 
@@ -47,4 +53,5 @@ BYTES_SENT = {
     "reduce-scatter": reducescatter_bytes_sent,
     "all-reduce": allreduce_bytes_sent,
     "all-to-all": alltoall_bytes_sent,
+    "send/recv": sendrecv_bytes_sent,
 }

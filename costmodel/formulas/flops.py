@@ -43,19 +43,24 @@ def attention_score_flops_per_token(*, seq_len, heads, head_dim):
     return 2 * 2 * seq_len * heads * head_dim
 
 
+def transformer_layer_forward_flops_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, seq_len, gated):
+    """Forward FLOPs per token of one block: 2 x its matmul weights + 4 s a d_h for attention."""
+    projections = hidden * head_dim * (2 * heads + 2 * kv_heads)
+    mlp = (3 if gated else 2) * hidden * ffn_hidden
+    return 2 * (projections + mlp) + attention_score_flops_per_token(seq_len=seq_len, heads=heads, head_dim=head_dim)
+
+
 def transformer_forward_flops_per_token(
     *, hidden, ffn_hidden, layers, heads, kv_heads, head_dim, vocab, seq_len, gated
 ):
-    """Forward FLOPs per token: 2 x (matmul weights of the blocks + V D logits) + 4 s a d_h L.
+    """Forward FLOPs per token: L x the block's + 2 V D for the logits.
 
     Embedding lookups are gathers (no FLOPs); the logits matmul counts even with tied embeddings.
     """
-    projections = hidden * head_dim * (2 * heads + 2 * kv_heads)
-    mlp = (3 if gated else 2) * hidden * ffn_hidden
-    per_layer = 2 * (projections + mlp) + attention_score_flops_per_token(
-        seq_len=seq_len, heads=heads, head_dim=head_dim)
-    logits = matmul_flops(tokens=1, fan_in=hidden, fan_out=vocab)
-    return layers * per_layer + logits
+    per_layer = transformer_layer_forward_flops_per_token(
+        hidden=hidden, ffn_hidden=ffn_hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+        seq_len=seq_len, gated=gated)
+    return layers * per_layer + matmul_flops(tokens=1, fan_in=hidden, fan_out=vocab)
 
 
 def transformer_backward_flops_per_token(

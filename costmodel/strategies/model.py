@@ -62,6 +62,15 @@ def forward_flops_per_token(model, seq_len: int | None = None):
     return fl.transformer_forward_flops_per_token(**_transformer_flops_shape(model, seq_len))
 
 
+def layer_forward_flops_per_token(model, seq_len: int | None = None):
+    """Forward FLOPs per token of one repeated block."""
+    if isinstance(model, FFNStack):
+        return fl.ffn_forward_flops_per_token(d_model=model.d_model, d_ff=model.d_ff, layers=1, gated=model.gated)
+    shape = _transformer_flops_shape(model, seq_len)
+    shape.pop("layers"), shape.pop("vocab")
+    return fl.transformer_layer_forward_flops_per_token(**shape)
+
+
 def backward_flops_per_token(model, seq_len: int | None = None):
     """Backward matmul FLOPs per token."""
     if isinstance(model, FFNStack):
