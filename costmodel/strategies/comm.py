@@ -13,9 +13,9 @@ from costmodel.strategies import checks
 from costmodel.strategies.collective import Collective
 from costmodel.strategies.context_comm import context_collectives
 from costmodel.strategies.data_comm import data_collectives
-from costmodel.strategies.memory import params_per_device
+from costmodel.strategies.memory import heaviest_stage
 from costmodel.strategies.network import AxisLink, axis_link
-from costmodel.strategies.stages import stage_layer_counts
+from costmodel.strategies.stages import block_params_per_device, stage_layer_counts, stage_params_per_device
 from costmodel.strategies.tensor_comm import tensor_collectives
 
 
@@ -27,10 +27,12 @@ def step_collectives(model, recipe: Recipe, layout: Layout) -> list[Collective]:
     which reshards after each backward), so its calls scale by k like those of TP, CP and PP.
     """
     checks.check_layout(model, layout)
-    layers = max(stage_layer_counts(model.layers, layout.pp))
+    stage = heaviest_stage(model, layout)
+    layers = stage_layer_counts(model.layers, layout.pp)[stage]
+    p_dev = stage_params_per_device(model, layout, stage)
     data = data_collectives(
-        params=params_per_device(model, layout), recipe=recipe, zero_stage=layout.zero_stage,
-        fsdp=layout.fsdp, dp=layout.dp, layers=layers,
+        params=p_dev, root_params=p_dev - block_params_per_device(model, layout, stage), recipe=recipe,
+        zero_stage=layout.zero_stage, fsdp=layout.fsdp, dp=layout.dp, layers=layers,
         reshard_after_forward=layout.reshard_after_forward,
         has_fsdp=layout.fsdp > 1, has_dp=layout.dp > 1)
     micro_steps = layout.grad_accum * layout.m

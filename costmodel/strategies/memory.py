@@ -87,6 +87,12 @@ def params_per_device(model, layout: Layout) -> int:
     return max(stages.stage_params_per_device(model, layout, i) for i in range(layout.pp))
 
 
+def heaviest_stage(model, layout: Layout) -> int:
+    """The stage whose device holds the most parameters (stage 0 on ties)."""
+    sizes = [stages.stage_params_per_device(model, layout, i) for i in range(layout.pp)]
+    return sizes.index(max(sizes))
+
+
 def stage_breakdown(model, recipe: Recipe, layout: Layout, stage: int) -> MemoryBreakdown:
     """Per-device memory of pipeline stage ``stage``."""
     layers = stages.stage_layer_counts(model.layers, layout.pp)[stage]

@@ -47,6 +47,14 @@ def tp_replicated_params(model, layers: int, first: bool, last: bool) -> int:
     return (layers * per_layer + (parts.get("position", 0) if first else 0) + (norm if last else 0))
 
 
+def block_params_per_device(model, layout: Layout, stage: int) -> int:
+    """The stage's blocks on one TP rank (the rest of the stage is its root: embeddings, norm, output)."""
+    layers = stage_layer_counts(model.layers, layout.pp)[stage]
+    whole = layers * mq.block_params(model)
+    replicated = tp_replicated_params(model, layers, False, False)
+    return (whole - replicated) // layout.tp + replicated
+
+
 def stage_params_per_device(model, layout: Layout, stage: int) -> int:
     """A stage's parameters on one TP rank: the split ones / t plus the replicated ones."""
     counts = stage_layer_counts(model.layers, layout.pp)
