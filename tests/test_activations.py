@@ -61,6 +61,7 @@ def korthikanti(name, sp_flag=False, recompute="none"):
                         kv_heads=heads, vocab=51200, tied_embeddings=True, mlp="gelu", norm="layernorm", bias=True,
                         position="learned", max_position=2048, seq_len=2048, dropout=True)
     layout = Layout(tp=tp, pp=pp, sp=sp_flag, tokens=micro * 2048, recompute=recompute, flash=False,
+                    norm_stats=False,  # Korthikanti's accounting leaves the norms' statistics out
                     schedule="interleaved" if chunks > 1 else "1f1b", chunks=chunks, microbatches=batch // micro)
     return model, layout
 

@@ -18,14 +18,17 @@ GPT (LayerNorm, dropout, GeLU 4h MLP, MHA) gives Korthikanti's Table 2: sbh (34 
 from __future__ import annotations
 
 
-def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout):
-    """Norm and matmul inputs outside the TP region: 4 b_a h (+ 2h of 1-byte dropout masks).
+def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0):
+    """Norm and matmul inputs outside the TP region: 4 b_a h (+ 2h of 1-byte dropout masks)
+    (+ the two norms' per-token statistics).
 
     Korthikanti Sec. 4.1: LayerNorms 4sbh, QKV input 2sbh, MLP input 2sbh, two dropout masks 2sbh
-    (with 2-byte activations: 10sbh in all).
+    (with 2-byte activations: 10sbh in all). Fused norm kernels also keep fp32 statistics per token:
+    RMSNorm its rstd (4 B), LayerNorm mean and rstd (8 B); Korthikanti leaves them out
+    (``norm_stat_bytes`` = 0).
     """
     masks = 2 * hidden if dropout else 0  # 1 byte per element each
-    return act_bytes * 4 * hidden + masks
+    return act_bytes * 4 * hidden + masks + 2 * norm_stat_bytes
 
 
 def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated):

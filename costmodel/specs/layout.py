@@ -39,6 +39,9 @@ class Layout(Spec):
         "only layer inputs, every recomputes groups of recompute_layers layers")
     recompute_layers: Degree = Field(1, description="layers per checkpointed group for recompute='every'")
     flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
+    norm_stats: bool = Field(
+        True, description="count the norms' fp32 per-token statistics (rstd; LayerNorm also mean), "
+        "which Korthikanti et al. 2022 leave out")
     schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] = Field("1f1b", description="pipeline schedule")
     microbatches: Degree | None = Field(
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")

@@ -12,7 +12,9 @@ from costmodel.specs.model import FFNStack
 
 def _layer_parts(model, act_bytes: int, layout: Layout) -> tuple:
     """(outside-TP, inside-TP, attention-core) bytes per token of one transformer layer."""
-    outside = ac.outside_tp_bytes_per_token(hidden=model.hidden, act_bytes=act_bytes, dropout=model.dropout)
+    stats = (4 if model.norm == "rmsnorm" else 8) if layout.norm_stats else 0  # fp32 rstd (and mean)
+    outside = ac.outside_tp_bytes_per_token(hidden=model.hidden, act_bytes=act_bytes, dropout=model.dropout,
+                                            norm_stat_bytes=stats)
     inside = ac.inside_tp_bytes_per_token(
         hidden=model.hidden, ffn_hidden=model.ffn_hidden, heads=model.heads, kv_heads=model.kv_heads,
         head_dim=model.dim_per_head, act_bytes=act_bytes, gated=model.mlp == "swiglu")
