@@ -56,6 +56,29 @@ class NetworkLevel(Spec):
     torus_axes: Annotated[int, Field(gt=0)] | None = Field(None, description="ICI only: torus dimensions")
     max_shape: list[Annotated[int, Field(gt=0)]] | None = Field(None, description="ICI only: largest slice")
     wraparound: bool | None = Field(None, description="ICI only: whether full axes wrap around")
+    nvls: bool = Field(False, description="in-switch reduction (NVLink SHARP) available at this level")
+    latency_s: Annotated[float, Field(ge=0)] | None = Field(
+        None, description="fixed cost of one ring collective at this level (s); None = not known (0)")
+    hop_latency_s: Annotated[float, Field(ge=0)] | None = Field(
+        None, description="added per ring step (n - 1 steps per pass) (s); None = not known (0)")
+    nvls_latency_s: Annotated[float, Field(ge=0)] | None = Field(
+        None, description="fixed cost of one NVLS all-reduce (s); None = not known (0)")
+    latency_source: str = Field("", description="where the latency figures come from")
+    efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="fraction of bandwidth_bytes_per_s a ring achieves; None = not known (1)")
+    source: str
+
+
+class Calibration(Spec):
+    """Latency and effective bandwidth fitted to measurements for one collective and algorithm."""
+
+    collective: str
+    algorithm: str
+    level: str
+    ranks: Annotated[int, Field(gt=0)]
+    latency_s: Annotated[float, Field(ge=0)]
+    bandwidth_bytes_per_s: Positive = Field(description="B in the algorithm's time formula")
+    median_abs_error_pct: Annotated[float, Field(ge=0)]
     source: str
 
 
@@ -68,6 +91,7 @@ class Hardware(Spec):
     peak_flops: PeakFlops
     hbm: HBM
     network: list[NetworkLevel] = Field(min_length=1, description="fastest level first")
+    calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
     source: str = ""
 
     @model_validator(mode="after")

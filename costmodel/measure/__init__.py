@@ -1,0 +1,1 @@
+"""Measurements: collective benchmark results (our harness, nccl-tests logs), validation and fitting."""

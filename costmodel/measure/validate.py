@@ -1,0 +1,133 @@
+"""Predicted against measured, per collective and message size; and a fit of latency and bandwidth.
+
+Error = (predicted - measured) / measured. The summary is the median absolute error over sizes
+>= 1 MiB (below that, launch latency and protocol switches dominate and one formula is not meant
+to hold), overall and per collective.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from costmodel.measure.predict import PASSES, level_time, predict
+from costmodel.measure.results import bus_factor
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Row:
+    collective: str
+    algorithm: str
+    bytes: int
+    nodes: int
+    gpus_per_node: int
+    measured_s: float
+    predicted_s: float
+    level: str
+
+    @property
+    def error_pct(self) -> float:
+        return 100 * (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def measured_rows(documents: list[dict], placement: str = "out-of-place"):
+    """(collective, algorithm, environment, row) for every measured row of the documents."""
+    for doc in documents:
+        for run in doc["runs"]:
+            env = run.get("environment", doc["environment"])
+            for row in run["rows"]:
+                if placement in ("both", row.get("placement", "out-of-place")) and row["bytes"] > 0:
+                    yield run["collective"], run["algorithm"], env, row
+
+
+def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
+    rows = []
+    for collective, algorithm, env, row in measured_rows(documents, placement):
+        p = predict(hardware, collective=collective, algorithm=algorithm, buffer_bytes=row["bytes"],
+                    nodes=env["nodes"], gpus_per_node=env["gpus_per_node"])
+        rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
+                        p.seconds, p.level))
+    return rows
+
+
+def median_abs_error(rows: list[Row], min_bytes: int = MIB) -> float | None:
+    errors = [abs(r.error_pct) for r in rows if r.bytes >= min_bytes]
+    return statistics.median(errors) if errors else None
+
+
+def summary(rows: list[Row], min_bytes: int = MIB) -> dict:
+    """Median absolute error overall and per (collective, algorithm)."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(f"{r.collective} ({r.algorithm}, {r.nodes}x{r.gpus_per_node})", []).append(r)
+    return {"median_abs_error_pct": median_abs_error(rows, min_bytes),
+            "per_collective": {k: median_abs_error(v, min_bytes) for k, v in groups.items()}}
+
+
+@dataclass(frozen=True)
+class Fit:
+    collective: str
+    algorithm: str
+    level: str
+    ranks: int
+    latency_s: float
+    bandwidth_bytes_per_s: float
+    residuals_pct: list  # (bytes, error %) per fitted row
+    median_abs_error_pct: float
+
+
+def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float) -> tuple[float, float]:
+    """Least squares in relative error for t = alpha + c S / B over (S, t) points: (alpha, B).
+
+    Minimises sum ((alpha + beta S - t) / t)^2 with beta = c / B: the normal equations of a linear
+    model with weights 1/t^2, solved in closed form; alpha is clipped at 0 (a latency is not negative).
+    """
+    w = [1 / t**2 for _, t in points]
+    sw = sum(w)
+    sws = sum(wi * s for wi, (s, _) in zip(w, points))
+    swss = sum(wi * s * s for wi, (s, _) in zip(w, points))
+    swt = sum(wi * t for wi, (_, t) in zip(w, points))
+    swst = sum(wi * s * t for wi, (s, t) in zip(w, points))
+    det = sw * swss - sws * sws
+    alpha = (swss * swt - sws * swst) / det
+    beta = (sw * swst - sws * swt) / det
+    if alpha < 0:  # refit through the origin
+        alpha, beta = 0.0, swst / swss
+    return alpha, coefficient / beta
+
+
+def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_bytes: int = MIB) -> list[Fit]:
+    """Latency and effective bandwidth per (collective, algorithm, ranks), fitted on sizes >= min_bytes."""
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for collective, algorithm, env, row in measured_rows(documents, placement):
+        if row["bytes"] >= min_bytes and collective in PASSES:
+            key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
+            groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
+    fits = []
+    for (collective, algorithm, nodes, per_node), points in groups.items():
+        ranks = nodes * per_node
+        nvls = algorithm in ("nvls", "nvlstree")
+        coefficient = (ranks + 1) / ranks if nvls else bus_factor(collective, ranks)
+        latency, bandwidth = fit_latency_bandwidth(points, coefficient)
+        level = hardware.network[0] if nodes == 1 else hardware.network[-1]
+        formula = "nvls" if nvls else "ring"
+        residuals = [(s, 100 * (level_time(level, formula, collective, s, ranks, latency, bandwidth) - t) / t)
+                     for s, t in points]
+        fits.append(Fit(collective, algorithm, level.name, ranks, latency, bandwidth, residuals,
+                        statistics.median(abs(e) for _, e in residuals)))
+    return fits
+
+
+def calibrated_spec(hardware, fits: list[Fit], source: str) -> dict:
+    """The hardware spec as a dict with the fits as its calibration (replacing earlier ones that match)."""
+    spec = hardware.model_dump(exclude_none=True)
+    new = {(f.collective, f.algorithm, f.level, f.ranks) for f in fits}
+    kept = [c for c in spec.get("calibration", [])
+            if (c["collective"], c["algorithm"], c["level"], c["ranks"]) not in new]
+    spec["calibration"] = kept + [
+        {"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
+         "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s,
+         "median_abs_error_pct": f.median_abs_error_pct, "source": source} for f in fits]
+    return spec
