@@ -202,8 +202,11 @@ def comm(
 def _register_subcommands() -> None:
     from costmodel.cli_solve import explain_app, solve_app
 
+    from costmodel.cli_measure import register
+
     app.add_typer(solve_app, name="solve")
     app.add_typer(explain_app, name="explain")
+    register(app)
 
 
 _register_subcommands()

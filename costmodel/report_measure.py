@@ -1,0 +1,64 @@
+"""Output of `cost4d validate`: per-row errors, medians, and the fit with its residuals."""
+
+from __future__ import annotations
+
+from costmodel.report import console, emit_json, table
+from costmodel.units import format_bytes
+
+
+def _rows_json(rows) -> list[dict]:
+    return [{"collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes, "nodes": r.nodes,
+             "gpus_per_node": r.gpus_per_node, "level": r.level, "measured_s": r.measured_s,
+             "predicted_s": r.predicted_s, "error_pct": r.error_pct} for r in rows]
+
+
+def validation(spec, before, fits, after, out, as_json: bool) -> None:
+    from costmodel.measure.validate import summary
+
+    rows = after if after is not None else before
+    payload = {"hardware": spec.name, "fitted": after is not None, "rows": _rows_json(rows),
+               **summary(rows), "uncalibrated": summary(before)}
+    if fits:
+        payload["fit"] = [{"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
+                           "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s,
+                           "median_abs_error_pct": f.median_abs_error_pct,
+                           "residuals_pct": [{"bytes": s, "error_pct": e} for s, e in f.residuals_pct]} for f in fits]
+    if out:
+        payload["calibrated_spec"] = str(out)
+    if as_json:
+        emit_json(payload)
+        return
+    c = console()
+    t = table(f"Predicted vs measured on {spec.name}" + (" (after --fit)" if after is not None else ""),
+              "collective", "algorithm", ">size", ">measured", ">predicted", ">error")
+    for r in rows:
+        if r.bytes >= 2**20:
+            t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, _iec()), f"{r.measured_s * 1e6:,.1f} us",
+                      f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
+    c.print(t)
+    _print_summary(c, "datasheet spec" if fits else "this spec", summary(before))
+    if fits:
+        t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS)",
+                  "collective", "algorithm", ">ranks", ">alpha", ">B", ">median |res|", ">max |res|")
+        for f in fits:
+            t.add_row(f.collective, f.algorithm, str(f.ranks), f"{f.latency_s * 1e6:.1f} us",
+                      f"{f.bandwidth_bytes_per_s / 1e9:.1f} GB/s", f"{f.median_abs_error_pct:.1f}%",
+                      f"{max(abs(e) for _, e in f.residuals_pct):.1f}%")
+        c.print(t)
+        _print_summary(c, "calibrated", summary(after))
+        if out:
+            c.print(f"Calibrated spec written to {out}; use it with --hardware {out}")
+    c.print("Rows below 1 MiB are left out of the table and the medians (latency-dominated).")
+
+
+def _print_summary(c, label: str, s: dict) -> None:
+    parts = ", ".join(f"{k}: {v:.1f}%" for k, v in s["per_collective"].items() if v is not None)
+    overall = s["median_abs_error_pct"]
+    c.print(f"Median |error|, sizes >= 1 MiB, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
+            else f"No rows >= 1 MiB ({label}).")
+
+
+def _iec():
+    from costmodel.units import UnitSystem
+
+    return UnitSystem.iec

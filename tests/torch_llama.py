@@ -1,0 +1,134 @@
+"""A tiny Llama block in bf16 torch, written to save for backward what fused training kernels save.
+
+Used by tests/test_torch_llama_activations.py. Written out here, independently of costmodel; the
+spec only supplies the shape. Pieces that differ from a plain eager model, and why:
+
+* RMSNorm is a ``torch.autograd.Function`` that saves (x, weight, rstd_fp32) like the fused kernels
+  (Apex FusedRMSNorm, Transformer Engine, Liger); torch's eager ``F.rms_norm`` on CPU saves fp32
+  copies instead (see ``eager_rms_norm`` in the test).
+* RoPE takes its cos/sin tables as arguments: they are per-model constants, built once outside.
+* Math attention (``flash=False``) does GQA by grouping the query heads of one KV head into the
+  matmul's row dimension, so K and V are saved at kv_heads width; ``gqa="repeat"`` instead copies
+  them up to ``heads`` (``repeat_interleave``, as HF's eager ``repeat_kv`` does).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNormFn(torch.autograd.Function):
+    """y = w * x * rstd with rstd = 1 / sqrt(mean(x^2) + eps), computed in fp32, returned in x.dtype.
+
+    Saves x (activation dtype), w (a parameter) and rstd (fp32, one per row), as Apex's
+    FusedRMSNormAffineFunction saves (input, weight, invvar).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        compute = torch.promote_types(x.dtype, torch.float32)  # fp32 for bf16, fp64 for gradcheck
+        xf = x.to(compute)
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return (xf * rstd * weight.to(compute)).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, rstd = ctx.saved_tensors
+        compute = rstd.dtype
+        xhat = x.to(compute) * rstd
+        gy = grad.to(compute) * weight.to(compute)
+        dx = rstd * (gy - xhat * (gy * xhat).mean(-1, keepdim=True))
+        dw = (grad.to(compute) * xhat).reshape(-1, x.shape[-1]).sum(0)
+        return dx.to(x.dtype), dw.to(weight.dtype), None
+
+
+def rms_norm(x, weight, eps=1e-6):
+    return RMSNormFn.apply(x, weight, eps)
+
+
+def rope_tables(seq: int, head_dim: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape (seq, 1, head_dim) for rotate-half RoPE (Su et al., arXiv:2104.09864)."""
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.arange(seq, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    angles = torch.cat((angles, angles), dim=-1)[:, None, :]  # broadcast over heads
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """x * cos + rotate_half(x) * sin on (batch, seq, heads, head_dim); cos, sin need no grad,
+    so the two muls save only cos and sin, never x."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    """x + o(attn(rope(q, k, v)(norm1(x)))), then + down(silu(gate(.)) * up(.)) of norm2; no biases."""
+
+    def __init__(self, hidden, ffn_hidden, heads, kv_heads, head_dim, flash: bool, gqa: str = "grouped"):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim, self.flash, self.gqa = heads, kv_heads, head_dim, flash, gqa
+        self.norm1, self.norm2 = nn.Parameter(torch.ones(hidden)), nn.Parameter(torch.ones(hidden))
+        self.q = nn.Linear(hidden, heads * head_dim, bias=False)
+        self.k = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.v = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.o = nn.Linear(heads * head_dim, hidden, bias=False)
+        self.gate = nn.Linear(hidden, ffn_hidden, bias=False)
+        self.up = nn.Linear(hidden, ffn_hidden, bias=False)
+        self.down = nn.Linear(ffn_hidden, hidden, bias=False)
+
+    def forward(self, x, cos, sin, trace: dict | None = None):
+        """``trace``, when given, receives the named intermediates (to say which storage is which)."""
+        t = {} if trace is None else trace
+        b, s, _ = x.shape
+        t["x"] = x
+        t["norm1_out"] = n1 = rms_norm(x, self.norm1)
+        q = self.q(n1).view(b, s, self.heads, self.head_dim)
+        k = self.k(n1).view(b, s, self.kv_heads, self.head_dim)
+        t["v"] = v = self.v(n1).view(b, s, self.kv_heads, self.head_dim)
+        t["q_rope"], t["k_rope"] = q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (b, heads, s, d)
+        t["attn_out"] = attn = self.attention(q, k, v, t)
+        t["o_in"] = o_in = attn.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
+        t["h1"] = h1 = x + self.o(o_in)
+        t["norm2_out"] = n2 = rms_norm(h1, self.norm2)
+        t["gate"], t["up"] = g, u = self.gate(n2), self.up(n2)
+        t["silu"] = a = F.silu(g)
+        t["prod"] = p = a * u
+        return h1 + self.down(p)
+
+    def attention(self, q, k, v, t):
+        """Causal attention, q (b, a, s, d), k and v (b, a_kv, s, d); returns (b, a, s, d)."""
+        if self.flash:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        b, a, s, d = q.shape
+        g = a // self.kv_heads  # query heads per KV head
+        mask = torch.full((s, s), float("-inf"), dtype=q.dtype).triu(1)  # additive: adding saves nothing
+        if self.gqa == "repeat":
+            t["k_rep"], t["v_rep"] = k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+            t["probs"] = probs = torch.softmax(q @ k.transpose(-2, -1) * d**-0.5 + mask, dim=-1)
+            return probs @ v
+        # heads h = j * g + i share KV head j: rows of one matmul per KV head
+        t["q_grouped"] = qg = q.reshape(b, self.kv_heads, g * s, d)
+        scores = (qg @ k.transpose(-2, -1) * d**-0.5).view(b, self.kv_heads, g, s, s) + mask
+        t["probs"] = probs = torch.softmax(scores, dim=-1)
+        return (probs.view(b, self.kv_heads, g * s, s) @ v).view(b, a, s, d)
+
+
+def storage_bytes(saved, exclude=()) -> int:
+    """Bytes of the storages a torch_models.SavedStorages recorded, less those of ``exclude``."""
+    skip = {e.untyped_storage().data_ptr() for e in exclude}
+    return sum(st.nbytes() for ptr, st in saved.storages.items() if ptr not in skip)
+
+
+def storage_breakdown(saved, names: dict, exclude=()) -> dict:
+    """{label: bytes} per recorded storage; the label joins the ``names`` whose storage it is."""
+    skip = {e.untyped_storage().data_ptr() for e in exclude}
+    out = {}
+    for ptr, st in saved.storages.items():
+        if ptr not in skip:
+            label = "+".join(n for n, v in names.items() if v.untyped_storage().data_ptr() == ptr)
+            out[label or f"unnamed@{ptr:#x}"] = st.nbytes()
+    return out
