@@ -203,9 +203,11 @@ def _register_subcommands() -> None:
     from costmodel.cli_solve import explain_app, solve_app
 
     from costmodel.cli_measure import register
+    from costmodel.cli_step import step
 
     app.add_typer(solve_app, name="solve")
     app.add_typer(explain_app, name="explain")
+    app.command("step")(step)
     register(app)
 
 

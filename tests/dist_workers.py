@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import Shard
+from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch_models import ffn_stack
@@ -85,6 +85,12 @@ class DispatchLog(TorchDispatchMode):
         self.records = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any(issubclass(t, DTensor) for t in types):
+            # A mode runs before tensor subclasses, and is off while its own handler runs: a
+            # collective DTensor issues inside an op (a Partial argument redistributed by sharding
+            # propagation, e.g. in the optimizer) would go unseen. NotImplemented lets DTensor run
+            # first with this mode still on, as torch's CommDebugMode does.
+            return NotImplemented
         out = func(*args, **(kwargs or {}))
         if func.namespace in NAMESPACES and func._opname not in NOT_COLLECTIVES:
             name = f"{func.namespace}.{func._opname}"

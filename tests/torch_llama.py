@@ -5,7 +5,7 @@ spec only supplies the shape. Pieces that differ from a plain eager model, and w
 
 * RMSNorm is a ``torch.autograd.Function`` that saves (x, weight, rstd_fp32) like the fused kernels
   (Apex FusedRMSNorm, Transformer Engine, Liger); torch's eager ``F.rms_norm`` on CPU saves fp32
-  copies instead (see ``eager_rms_norm`` in the test).
+  copies instead (test_eager_rms_norm_saves_fp32_copies pins it).
 * RoPE takes its cos/sin tables as arguments: they are per-model constants, built once outside.
 * Math attention (``flash=False``) does GQA by grouping the query heads of one KV head into the
   matmul's row dimension, so K and V are saved at kv_heads width; ``gqa="repeat"`` instead copies

@@ -47,7 +47,7 @@ def rotary(x):
     seq, dim = x.shape[-2], x.shape[-1]
     inv_freq = 1.0 / 10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
     angles = torch.arange(seq, dtype=torch.float32)[:, None] * inv_freq[None, :]  # broadcast, no outer/mm
-    cos, sin = angles.cos(), angles.sin()
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # keep bf16 compute in bf16
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
@@ -68,18 +68,20 @@ class Attention(nn.Module):
         self.o = nn.Linear(heads * head_dim, hidden, bias=bias)
 
     def forward(self, x):
+        # head counts come from the projections' widths, so a column-split (tensor-parallel)
+        # copy that holds heads / t query and kv_heads / t key/value heads runs unchanged
         b, s, _ = x.shape
-        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = self.q(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         if self.rope:
             q, k = rotary(q), rotary(k)
-        group = self.heads // self.kv_heads
+        group = q.shape[1] // k.shape[1]  # = heads // kv_heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)
         probs = scores.masked_fill(causal, float("-inf")).softmax(dim=-1)
-        out = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
+        out = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, -1)
         return self.o(out)
 
 

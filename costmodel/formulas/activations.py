@@ -47,11 +47,13 @@ def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropo
     """What the attention core keeps (split over t; dropped by selective recomputation).
 
     Without flash: softmax output b_a a s, plus its dropout mask a s and output b_a a s (GPT: 5as).
-    Flash attention keeps its output b_a a d_h and the fp32 log-sum-exp 4a instead
-    (Dao et al. 2022, arXiv:2205.14135, Alg. 2: O and L are saved for the backward pass).
+    Flash attention keeps its output O and the fp32 log-sum-exp L (Dao et al. 2022, arXiv:2205.14135,
+    Alg. 2); O is the very tensor the output projection saves (counted inside the TP region: the
+    kernel lays it out so that the reshape is a view), so only 4a bytes are new (checked in
+    tests/test_torch_llama_activations.py). ``head_dim`` and ``act_bytes`` matter without flash only.
     """
     if flash:
-        return act_bytes * heads * head_dim + 4 * heads
+        return 4 * heads + 0 * head_dim * act_bytes
     dropped = (1 + act_bytes) * heads * seq_len if dropout else 0
     return act_bytes * heads * seq_len + dropped
 

@@ -82,6 +82,20 @@ class Calibration(Spec):
     source: str
 
 
+class StepModel(Spec):
+    """Parameters of the step-time model beyond peak FLOP/s and bandwidths, with where they came from."""
+
+    matmul_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="achieved / dense peak for large matmuls, when no measured table is given")
+    matmul_table: str | None = Field(
+        None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
+        "to the hardware folder")
+    elementwise_passes: Annotated[float, Field(ge=0)] = Field(
+        description="HBM passes over a (h + a s)-element activation per token and layer by the non-matmul "
+        "ops (norms, softmax, dropout, activations), in the activation dtype")
+    source: str
+
+
 class Hardware(Spec):
     """One accelerator with its memory and network."""
 
@@ -92,6 +106,7 @@ class Hardware(Spec):
     hbm: HBM
     network: list[NetworkLevel] = Field(min_length=1, description="fastest level first")
     calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
+    step_model: StepModel | None = Field(None, description="what `cost4d step` needs beyond the datasheet")
     source: str = ""
 
     @model_validator(mode="after")

@@ -1,0 +1,35 @@
+"""Time of one training step from its parts (seconds)."""
+
+from __future__ import annotations
+
+from costmodel.mathops import maximum
+
+
+def matmul_seconds(*, flops, peak_flops, efficiency):
+    """Matmul time: FLOPs / (C e), e the achieved fraction of dense peak for the shape."""
+    return flops / (peak_flops * efficiency)
+
+
+def elementwise_seconds(*, tokens, layers, hidden, heads, seq_len, act_bytes, passes, tp, hbm_bandwidth,
+                        flash=False):
+    """Memory-bound non-matmul ops: ``passes`` reads/writes of the (h + a s)-element activation
+    per token and layer (norms, dropout, GeLU over h; softmax and its mask over a s), split over t,
+    at HBM bandwidth. Flash attention keeps the softmax on chip: the a s term goes.
+    ``passes`` is a fitted parameter of the hardware's step model."""
+    scores = 0 if flash else heads * seq_len
+    return passes * tokens * layers * (hidden + scores) * act_bytes / (tp * hbm_bandwidth)
+
+
+def pipelined_seconds(*, critical, bubble):
+    """Work on the critical path stretched by the pipeline bubble: W / (1 - bubble fraction).
+
+    Source: Narayanan et al. 2021, arXiv:2104.04473, Sec. 2.2 (bubble = idle fraction of the step)."""
+    return critical / (1 - bubble)
+
+
+def exposed_seconds(*, comm, hidden_behind, overlap):
+    """Communication left on the critical path: all of it ('none'), or what compute does not hide
+    ('overlap': max(0, comm - compute it runs beside), as DDP/FSDP overlap with backward)."""
+    if overlap == "none":
+        return comm
+    return maximum(comm - hidden_behind, 0 * comm)

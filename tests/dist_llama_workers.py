@@ -1,0 +1,208 @@
+"""One rank of one training step of a tiny Llama under FSDP2, tensor / sequence parallelism and a
+pipeline, on gloo (CPU).
+
+Started by tests/test_torch_distributed_llama.py, one process per rank:
+
+    RANK=r WORLD_SIZE=n python tests/dist_llama_workers.py OUT_DIR STORE_FILE SPEC_JSON PP_LAYERS BATCH SEQ M
+
+SPEC_JSON is the costmodel ``Transformer`` the model is built from (tests/torch_models.py's
+Decoder: the spec supplies only the shape). The pipeline cases use the same shape with PP_LAYERS
+blocks, one stage per rank, and M micro-batches. The rank writes OUT_DIR/rank<r>.json:
+{case: {"dispatch": [record, ...], "python_api": [record, ...]}}.
+
+Capture: tests/dist_workers.py's ``DispatchLog`` (TorchDispatchMode over the c10d namespaces) and
+``PythonApiLog`` (process-wide wrappers of the Python entry points), through its ``training_step``.
+The pipeline sends run on the main thread (torch.distributed.pipelining issues its p2p ops from
+the schedule, not from autograd hooks); ``P2PLog`` adds ``c10d.send`` / ``c10d.recv_`` records with
+the peer rank and the tensor's bytes. Its phase is the direction: a send to the next stage carries a
+forward activation, a send to the previous stage a backward gradient.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from dist_workers import DispatchLog, _nbytes, training_step
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
+                                               RowwiseParallel, SequenceParallel, parallelize_module)
+from torch_models import Decoder
+
+from costmodel.specs.model import Transformer
+
+
+def fsdp2_step(spec, tokens, *, blocks, root):
+    """fully_shard each block, then the root (embedding, final norm, lm_head); bf16 compute and reduce.
+
+    ``blocks`` / ``root``: the reshard_after_forward passed to fully_shard, None = not passed.
+    """
+    model = Decoder(spec)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy, **_reshard(blocks))
+    fully_shard(model, mp_policy=policy, **_reshard(root))
+    return training_step(model, tokens)
+
+
+def _reshard(flag):
+    return {} if flag is None else {"reshard_after_forward": flag}
+
+
+def block_plan(*, sp: bool, per_module: bool) -> dict:
+    """Megatron's split of a block: q, k, v, gate, up column-wise; o, down row-wise.
+
+    ``per_module``: attention and MLP each take their input through one PrepareModuleInput (as
+    torchtitan does), so q, k, v (and gate, up) share one input DTensor and one collective.
+    Otherwise each column-wise linear converts the plain input itself, one collective per linear.
+    With ``sp`` the residual stream is sharded on the sequence (dim 1) and the norms run on it.
+    """
+    seq = Shard(1) if sp else Replicate()
+
+    def col():
+        return ColwiseParallel() if per_module else ColwiseParallel(input_layouts=seq)
+
+    def row():
+        return RowwiseParallel(output_layouts=seq)
+
+    plan = {"attn.q": col(), "attn.k": col(), "attn.v": col(), "attn.o": row(),
+            "mlp.gate": col(), "mlp.up": col(), "mlp.down": row()}
+    if per_module:
+        plan["attn"] = PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),))
+        plan["mlp"] = PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),))
+    if sp:
+        plan["norm1"], plan["norm2"] = SequenceParallel(), SequenceParallel()
+    return plan
+
+
+def tp_step(spec, tokens, *, sp, per_module):
+    """bf16 parameters; embedding and lm_head replicated (not split).
+
+    With ``sp`` the embedding's output is cut to this rank's sequence shard, the final norm runs
+    sequence-parallel, and the lm_head gathers the full sequence back.
+    """
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    model = Decoder(spec).to(torch.bfloat16)
+    for block in model.blocks:
+        parallelize_module(block, mesh, block_plan(sp=sp, per_module=per_module))
+    if sp:
+        parallelize_module(model, mesh, {
+            "embed": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1),
+                                         use_local_output=True),
+            "norm_f": SequenceParallel(),
+            "lm_head": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                                          use_local_output=True),
+        })
+    return training_step(model, tokens)
+
+
+class Stage(nn.Module):
+    """A slice of a Decoder: the embedding on the first stage, final norm and lm_head on the last."""
+
+    def __init__(self, decoder: Decoder, first: int, last: int, stages_first: bool, stages_last: bool):
+        super().__init__()
+        self.embed = decoder.embed if stages_first else None
+        self.blocks = decoder.blocks[first:last]
+        self.norm_f = decoder.norm_f if stages_last else None
+        self.lm_head = decoder.lm_head if stages_last else None
+
+    def forward(self, x):
+        h = x if self.embed is None else self.embed(x)
+        for block in self.blocks:
+            h = block(h)
+        return h if self.lm_head is None else self.lm_head(self.norm_f(h))
+
+
+#: dispatcher op -> the direction-free kind the test sees
+P2P_OPS = {"c10d.send": "send", "c10d.recv_": "recv"}
+
+
+class P2PLog(DispatchLog):
+    """DispatchLog that also records point-to-point sends and receives with their peer rank."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = f"{func.namespace}.{func._opname}"
+        if name not in P2P_OPS:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        out = func(*args, **(kwargs or {}))
+        peer = args[2]  # c10d::send(tensors, process_group, dstRank, tag); recv_ has srcRank there
+        rank = dist.get_rank()
+        self.records.append({"op": P2P_OPS[name], "peer": peer, "bytes": _nbytes(args[0]),
+                             "phase": "forward" if (peer > rank) == (name == "c10d.send") else "backward",
+                             "shape": [list(t.shape) for t in args[0]], "dtype": str(args[0][0].dtype)})
+        return out
+
+
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+
+
+def pp_step(spec, tokens, *, schedule, microbatches):
+    """One stage per rank, bf16 parameters; two steps, the second one logged (the first one also
+    sets up the p2p links and exchanges shapes); loss = sum of the logits."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    decoder = Decoder(spec).to(torch.bfloat16)
+    per_stage = spec.layers // world
+    stage_module = Stage(decoder, rank * per_stage, (rank + 1) * per_stage, rank == 0, rank == world - 1)
+    stage = PipelineStage(stage_module, rank, world, torch.device("cpu"))
+    sched = SCHEDULES[schedule](stage, n_microbatches=microbatches, loss_fn=lambda out, target: out.sum())
+    opt = torch.optim.AdamW(stage_module.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        if rank == 0:
+            sched.step(tokens)
+        elif rank == world - 1:
+            sched.step(target=torch.zeros(tokens.shape[0]))
+        else:
+            sched.step()
+        opt.step()
+
+    step()
+    dist.barrier()
+    log = P2PLog()
+    with log:
+        log.phase = "step"
+        step()
+    return {"dispatch": log.records}
+
+
+def main(out_dir, store, spec_json, pp_layers, batch, seq, microbatches):
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    spec = Transformer.model_validate_json(spec_json)
+    pp_spec = spec.model_copy(update={"layers": pp_layers})
+    cases = {
+        "fsdp2-reshard": (fsdp2_step, spec, {"blocks": True, "root": None}),
+        "fsdp2-keep": (fsdp2_step, spec, {"blocks": False, "root": None}),
+        "fsdp2-default": (fsdp2_step, spec, {"blocks": None, "root": None}),
+        "fsdp2-root-explicit": (fsdp2_step, spec, {"blocks": True, "root": True}),
+        "tp": (tp_step, spec, {"sp": False, "per_module": True}),
+        "tp-per-linear": (tp_step, spec, {"sp": False, "per_module": False}),
+        "sp": (tp_step, spec, {"sp": True, "per_module": True}),
+        "sp-per-linear": (tp_step, spec, {"sp": True, "per_module": False}),
+        "pp-gpipe": (pp_step, pp_spec, {"schedule": "gpipe", "microbatches": microbatches}),
+        "pp-1f1b": (pp_step, pp_spec, {"schedule": "1f1b", "microbatches": microbatches}),
+    }
+    only = os.environ.get("CASES")
+    results = {}
+    for case, (step, case_spec, kwargs) in cases.items():
+        if only and case not in only.split(","):
+            continue
+        torch.manual_seed(0)
+        tokens = torch.randint(case_spec.vocab, (batch, seq))
+        results[case] = step(case_spec, tokens, **kwargs)
+        dist.barrier()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:]))

@@ -1,0 +1,178 @@
+"""Bytes one Llama block saves for backward in real torch (bf16, CPU) against the activation formula, exact.
+
+Source of the prediction: costmodel/strategies/activations.py ``full_layer_bytes_per_token`` (recompute
+"none") and ``input_bytes_per_token`` (recompute "full"), built from costmodel/formulas/activations.py
+(outside_tp, inside_tp, attention_core, layer_input). No TP, no SP; 2 = bf16 activation bytes.
+
+What is measured: ``torch.autograd.graph.saved_tensors_hooks`` around the block's forward record every
+tensor autograd saves; each distinct storage counts once (key ``untyped_storage().data_ptr()``, size
+``untyped_storage().nbytes()``), so views of one tensor saved by two ops count once. Left out:
+the parameters' storages (weights, not activations) and the RoPE cos/sin tables (per-model constants
+built once outside the block and passed in; the two muls of RoPE save them).
+
+The block (tests/torch_llama.py), bf16 parameters and input, no autocast:
+x -> RMSNorm -> q, k, v (GQA) -> RoPE on q, k -> causal attention -> o -> + x -> RMSNorm ->
+down(silu(gate) * up) -> + residual.
+
+* RMSNorm is a ``torch.autograd.Function`` that saves (x, weight, rstd_fp32), as fused kernels do
+  (Apex, Transformer Engine, Liger, torch's fused CUDA path); this is what the formula models
+  (norm input in the activation dtype + 4 B of fp32 rstd per token, Layout.norm_stats). torch's
+  eager ``F.rms_norm`` on CPU saves fp32 copies instead: pinned in test_eager_rms_norm_saves_fp32_copies.
+* flash=True: ``F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)``; the CPU kernel
+  saves q, k (kv heads), v (kv heads), the output and the fp32 logsumexp.
+* flash=False: explicit q k^T, additive causal mask (adding saves nothing), bf16 softmax (saves its
+  output), @ v. GQA groups the g = a / a_kv query heads of one KV head into the matmul's rows, so K and
+  V are saved at a_kv heads, as the formula counts; copying them up to a heads (HF eager ``repeat_kv``)
+  saves more: pinned in test_repeated_kv_saves_more.
+* Full recompute: ``torch.utils.checkpoint.checkpoint(block, x, cos, sin, use_reentrant=...)``. Both
+  variants are visible to an outer hook in torch 2.13: reentrant saves the tensor inputs with
+  ``ctx.save_for_backward`` in CheckpointFunction.forward and runs the block under no_grad;
+  non-reentrant saves them with ``_CheckpointFrame.save_inputs`` (``_make_saved_tensor``, which runs
+  the pack hooks active then, i.e. ours) before entering its own ``_checkpoint_hook``, whose pack
+  returns an empty ``_Holder`` for every tensor the block saves (innermost hooks win), so nothing
+  else is kept. Measured either way: x, cos, sin; x alone once the constants are left out.
+
+Flash attention's output is counted once: the kernel allocates it as (b, s, a, d_h) and returns a
+transposed view, so ``out.transpose(1, 2).reshape(b, s, a d_h)`` is a view and the o projection saves
+the tensor SDPA saved (test_flash_output_is_the_o_input). This test first found the formula counting it
+twice (2 a d_h B per token too many); the formula's flash core is now the fp32 log-sum-exp alone.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from torch_llama import LlamaBlock, RMSNormFn, rope_tables, storage_breakdown, storage_bytes
+from torch_models import SavedStorages
+
+from costmodel.specs.layout import Layout
+from costmodel.specs.model import Transformer
+from costmodel.strategies import activations as acts
+
+# h != a d_h, a != a_kv (real GQA), s != d_h: every term differs from the others and none is zero
+H, FFN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 48, 176, 4, 2, 16, 100
+BATCH, SEQ = 2, 12
+TOKENS = BATCH * SEQ
+ACT_BYTES = 2  # bf16
+
+CASES = [  # (case, flash, recompute, use_reentrant, marks); prediction source in the module docstring
+    ("flash-none", True, "none", None, ()),
+    ("math-none", False, "none", None, ()),
+    ("flash-full-reentrant", True, "full", True, ()),
+    ("flash-full-nonreentrant", True, "full", False, ()),
+    ("math-full-reentrant", False, "full", True, ()),
+    ("math-full-nonreentrant", False, "full", False, ()),
+]
+
+
+def spec():
+    return Transformer(name="tiny", hidden=H, ffn_hidden=FFN, layers=1, heads=HEADS, kv_heads=KV_HEADS,
+                       head_dim=HEAD_DIM, vocab=VOCAB, seq_len=SEQ)
+
+
+def block_and_inputs(flash, gqa="grouped"):
+    torch.manual_seed(0)
+    block = LlamaBlock(H, FFN, HEADS, KV_HEADS, HEAD_DIM, flash=flash, gqa=gqa).to(torch.bfloat16)
+    with torch.no_grad():  # norm weights away from 1 so their gradients matter
+        block.norm1.uniform_(0.5, 1.5), block.norm2.uniform_(0.5, 1.5)
+    cos, sin = rope_tables(SEQ, HEAD_DIM, torch.bfloat16)
+    x = torch.randn(BATCH, SEQ, H, dtype=torch.bfloat16, requires_grad=True)
+    return block, x, cos, sin
+
+
+def measure(block, x, cos, sin, recompute="none", use_reentrant=None):
+    """(kept bytes, {storage label: bytes}, block output) of one forward, constants and weights left out."""
+    names = {"cos": cos, "sin": sin}
+    with SavedStorages() as saved:
+        if recompute == "full":
+            out = checkpoint(block, x, cos, sin, use_reentrant=use_reentrant)
+            names["x"] = x
+        else:
+            out = block(x, cos, sin, trace=names)
+    exclude = [cos, sin, *block.parameters()]
+    return storage_bytes(saved, exclude), storage_breakdown(saved, names, exclude), out
+
+
+@pytest.mark.parametrize("flash, recompute, use_reentrant",
+                         [pytest.param(f, r, u, id=c, marks=m) for c, f, r, u, m in CASES])
+def test_saved_bytes_match_formula(flash, recompute, use_reentrant):
+    block, x, cos, sin = block_and_inputs(flash)
+    kept, parts, out = measure(block, x, cos, sin, recompute, use_reentrant)
+
+    out.float().sum().backward()  # sanity: the block trains
+    assert torch.isfinite(x.grad).all() and all(torch.isfinite(p.grad).all() for p in block.parameters())
+
+    layout = Layout(flash=flash, recompute=recompute)
+    if recompute == "full":
+        per_token = acts.input_bytes_per_token(spec(), ACT_BYTES, layout)
+    else:
+        per_token = acts.full_layer_bytes_per_token(spec(), ACT_BYTES, layout)
+    assert kept == TOKENS * per_token, {k: v / TOKENS for k, v in parts.items()}  # per token, by storage
+
+
+def test_flash_output_is_the_o_input():
+    """torch alone: the output SDPA saves and the o projection's saved input are one storage.
+
+    So the flash core adds only the fp32 log-sum-exp to what the TP region already counts.
+    """
+    block, x, cos, sin = block_and_inputs(flash=True)
+    _, parts, _ = measure(block, x, cos, sin)
+    assert parts["attn_out+o_in"] == TOKENS * 2 * HEADS * HEAD_DIM  # bf16 (b, s, a, d_h), counted once
+    assert "o_in" not in parts and "attn_out" not in parts
+
+
+def test_repeated_kv_saves_more():
+    """torch alone: math attention with K, V repeated to a heads (HF eager repeat_kv) keeps
+    2 B x 2 x d_h (a - a_kv) more per token than the grouped matmul: the two repeated copies are
+    saved by the matmuls instead of K, V at a_kv heads."""
+    kept = {}
+    for gqa in ("grouped", "repeat"):
+        kept[gqa], _, _ = measure(*block_and_inputs(flash=False, gqa=gqa))
+    assert kept["repeat"] - kept["grouped"] == TOKENS * 2 * 2 * HEAD_DIM * (HEADS - KV_HEADS)  # = 128 B/token
+
+
+def test_math_attention_matches_sdpa():
+    """The builders compute the same block: grouped and repeated math attention equal SDPA's.
+
+    Tolerance: bf16 (8-bit mantissa) with different summation orders; atol/rtol 2e-2.
+    """
+    outs = []
+    for flash, gqa in ((True, "grouped"), (False, "grouped"), (False, "repeat")):
+        block, x, cos, sin = block_and_inputs(flash, gqa)
+        outs.append(block(x, cos, sin).float())
+    torch.testing.assert_close(outs[1], outs[0], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(outs[2], outs[0], atol=2e-2, rtol=2e-2)
+
+
+def test_rms_norm_function_is_correct():
+    """RMSNormFn: forward equals F.rms_norm and the backward passes gradcheck (fp64)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(8, dtype=torch.float64).add(0.5).requires_grad_()
+    torch.testing.assert_close(RMSNormFn.apply(x, w, 1e-6), F.rms_norm(x, (8,), w, 1e-6))
+    assert torch.autograd.gradcheck(RMSNormFn.apply, (x, w, 1e-6))
+
+
+def test_rms_norm_function_saves_like_a_fused_kernel():
+    """RMSNormFn on bf16 keeps the input (2h B) and the fp32 rstd (4 B) per token, weight left out."""
+    torch.manual_seed(0)
+    x = torch.randn(BATCH, SEQ, H, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.nn.Parameter(torch.ones(H, dtype=torch.bfloat16))
+    with SavedStorages() as saved:
+        RMSNormFn.apply(x, w, 1e-6)
+    assert storage_bytes(saved, [w]) == TOKENS * (2 * H + 4)
+
+
+def test_eager_rms_norm_saves_fp32_copies():
+    """Informational, torch 2.13 CPU: eager F.rms_norm on bf16 is a composite that upcasts.
+
+    It saves x in fp32 (for pow: 4h B), rstd in fp32 (for the x * rstd mul: 4 B), x * rstd in fp32
+    (for the mul by the weight: 4h B) and the bf16 weight (a parameter, left out): 8h + 4 B per token,
+    not the fused kernel's 2h + 4. A change here means torch's eager norm changed.
+    """
+    torch.manual_seed(0)
+    x = torch.randn(BATCH, SEQ, H, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.nn.Parameter(torch.ones(H, dtype=torch.bfloat16))
+    with SavedStorages() as saved:
+        F.rms_norm(x, (H,), w, 1e-6)
+    assert storage_bytes(saved, [w]) == TOKENS * (4 * H + 4 * H + 4)  # = 24 x 388 = 9,312 B
