@@ -56,9 +56,11 @@ def validate(
     fit: Annotated[bool, typer.Option("--fit", help="Fit latency and bandwidth per collective and algorithm.")] = False,
     out: Annotated[Optional[Path], typer.Option(help="With --fit: write the calibrated hardware spec (JSON).")] = None,
     placement: Annotated[str, typer.Option(help="out-of-place, in-place or both.")] = "out-of-place",
+    min_bytes: Annotated[str, typer.Option(
+        help="Smallest size in the medians and the fit (below, latency dominates).")] = "1MiB",
     as_json: o.JsonOpt = False,
 ) -> None:
-    """Predicted vs measured time per collective and size; median |error| over sizes >= 1 MiB.
+    """Predicted vs measured time per collective and size; median |error| over sizes >= --min-bytes.
 
     Example: cost4d validate hardware/measured/h100-8gpu-together-nccl-tests/*.out --hardware h100-sxm --fit
     """
@@ -66,26 +68,92 @@ def validate(
     from costmodel.measure import validate as v
     from costmodel.specs.hardware import Hardware
     from costmodel.specs.load import load_hardware
+    from costmodel.specs.load import validate as validate_spec
 
     if hardware is None:
         raise CostModelError("give --hardware (the spec whose network model is checked)")
     if placement not in ("out-of-place", "in-place", "both"):
         raise CostModelError(f"--placement {placement!r}: use out-of-place, in-place or both")
+    from costmodel.units import parse_bytes
+
+    floor = int(parse_bytes(min_bytes))
     spec = load_hardware(hardware)
     docs = load_measurements(results)
     before = v.compare(docs, spec, placement)
     fits, after = [], None
     if fit:
-        fits = v.fit(docs, spec, placement)
+        fits = v.fit(docs, spec, placement, floor)
         calibrated = v.calibrated_spec(spec, fits, f"cost4d validate --fit on {', '.join(map(str, results))}")
-        after = v.compare(docs, Hardware.model_validate(calibrated), placement)
+        after = v.compare(docs, validate_spec(Hardware, calibrated, "the calibrated spec"), placement)
         if out:
             from costmodel.measure.results import write_atomically
 
             write_atomically(out, calibrated)
-    report_measure.validation(spec, before, fits, after, out, as_json)
+    report_measure.validation(spec, before, fits, after, out, as_json, floor)
+
+
+
+
+bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d[test]').",
+                        no_args_is_help=True)
+
+
+@bench_app.command("collectives")
+def bench_collectives(
+    out: Annotated[Path, typer.Option(help="Results JSON (written atomically, also on failure).")],
+    nproc: Annotated[int, typer.Option(help="Processes on this node (GPUs with nccl).")] = 2,
+    backend: Annotated[str, typer.Option(help="nccl on GPUs, gloo on CPUs.")] = "gloo",
+    ops: Annotated[str, typer.Option(help="Comma-separated: all-reduce, all-gather, reduce-scatter, all-to-all, "
+                                          "broadcast, send/recv.")] = "all-reduce,all-gather,reduce-scatter",
+    min_bytes: Annotated[str, typer.Option(help="Smallest buffer S, e.g. 1KiB.")] = "1KiB",
+    max_bytes: Annotated[str, typer.Option(help="Largest buffer S, e.g. 1GiB.")] = "16MiB",
+    factor: Annotated[float, typer.Option(help="Size step factor.")] = 2.0,
+    warmup: Annotated[int, typer.Option(help="Untimed iterations per size.")] = 5,
+    iters: Annotated[int, typer.Option(help="Timed iterations per size.")] = 20,
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    timeout: Annotated[float, typer.Option(help="Seconds before the run is stopped (results so far are kept).")] = 600,
+) -> None:
+    """Time collectives over a size sweep with torch.distributed (launched with torchrun).
+
+    Multi-node: run the same command on every node with torchrun's --nnodes/--rdzv options
+    (see README); one JSON per run, readable by `cost4d validate`.
+    """
+    from costmodel.bench.collectives import launch
+    from costmodel.units import parse_bytes
+
+    if backend not in ("gloo", "nccl"):
+        raise CostModelError(f"--backend {backend!r}: use nccl (GPUs) or gloo (CPUs)")
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise CostModelError(f"--dtype {dtype!r}: use float32, bfloat16 or float16")
+    doc = launch(nproc=nproc, ops=[o_.strip() for o_ in ops.split(",") if o_.strip()],
+                 min_bytes=int(parse_bytes(min_bytes)), max_bytes=int(parse_bytes(max_bytes)), factor=factor,
+                 warmup=warmup, iters=iters, dtype=dtype, backend=backend, out=out, timeout=timeout)
+    typer.echo(f"{out}: status {doc['status']}, {len(doc['runs'])} collectives, "
+               f"{sum(len(r['rows']) for r in doc['runs'])} sizes")
+    if doc["status"] != "ok":
+        raise typer.Exit(1)
+
+
+@bench_app.command("gpu")
+def bench_gpu(
+    out: Annotated[Path, typer.Option(help="Results JSON.")],
+    device: Annotated[str, typer.Option(help="cuda, cuda:1, or cpu (a smoke run).")] = "cuda",
+    iters: Annotated[int, typer.Option(help="Timed iterations.")] = 10,
+    small: Annotated[bool, typer.Option("--small", help="Tiny shapes (for CPU smoke tests).")] = False,
+) -> None:
+    """bf16 matmul throughput, memory-copy bandwidth, and an FFN training step's MFU and peak memory
+    against cost4d's own prediction of both."""
+    from costmodel.bench.gpu import run
+    from costmodel.measure.results import write_atomically
+
+    doc = run(device, iters=iters, small=small)
+    write_atomically(out, doc)
+    step = doc["ffn_step"]
+    typer.echo(f"{out}: best bf16 matmul {max(r['flops_per_s'] for r in doc['matmul_bf16']) / 1e12:.1f} TFLOP/s; "
+               f"copy {doc['copy']['bytes_per_s'] / 1e9:.1f} GB/s; FFN step {step['flops_per_s'] / 1e12:.2f} TFLOP/s")
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(import_app, name="import")
     app.command("validate")(validate)
+    app.add_typer(bench_app, name="bench")

@@ -12,12 +12,12 @@ def _rows_json(rows) -> list[dict]:
              "predicted_s": r.predicted_s, "error_pct": r.error_pct} for r in rows]
 
 
-def validation(spec, before, fits, after, out, as_json: bool) -> None:
+def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
     from costmodel.measure.validate import summary
 
     rows = after if after is not None else before
-    payload = {"hardware": spec.name, "fitted": after is not None, "rows": _rows_json(rows),
-               **summary(rows), "uncalibrated": summary(before)}
+    payload = {"hardware": spec.name, "fitted": after is not None, "min_bytes": min_bytes, "rows": _rows_json(rows),
+               **summary(rows, min_bytes), "uncalibrated": summary(before, min_bytes)}
     if fits:
         payload["fit"] = [{"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
                            "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s,
@@ -32,11 +32,11 @@ def validation(spec, before, fits, after, out, as_json: bool) -> None:
     t = table(f"Predicted vs measured on {spec.name}" + (" (after --fit)" if after is not None else ""),
               "collective", "algorithm", ">size", ">measured", ">predicted", ">error")
     for r in rows:
-        if r.bytes >= 2**20:
+        if r.bytes >= min_bytes:
             t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, _iec()), f"{r.measured_s * 1e6:,.1f} us",
                       f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
     c.print(t)
-    _print_summary(c, "datasheet spec" if fits else "this spec", summary(before))
+    _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
         t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS)",
                   "collective", "algorithm", ">ranks", ">alpha", ">B", ">median |res|", ">max |res|")
@@ -45,17 +45,19 @@ def validation(spec, before, fits, after, out, as_json: bool) -> None:
                       f"{f.bandwidth_bytes_per_s / 1e9:.1f} GB/s", f"{f.median_abs_error_pct:.1f}%",
                       f"{max(abs(e) for _, e in f.residuals_pct):.1f}%")
         c.print(t)
-        _print_summary(c, "calibrated", summary(after))
+        _print_summary(c, "calibrated", summary(after, min_bytes), min_bytes)
         if out:
             c.print(f"Calibrated spec written to {out}; use it with --hardware {out}")
-    c.print("Rows below 1 MiB are left out of the table and the medians (latency-dominated).")
+    c.print(f"Rows below {format_bytes(min_bytes, _iec())} are left out of the table and the medians "
+            "(latency-dominated).")
 
 
-def _print_summary(c, label: str, s: dict) -> None:
+def _print_summary(c, label: str, s: dict, min_bytes: int) -> None:
     parts = ", ".join(f"{k}: {v:.1f}%" for k, v in s["per_collective"].items() if v is not None)
     overall = s["median_abs_error_pct"]
-    c.print(f"Median |error|, sizes >= 1 MiB, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
-            else f"No rows >= 1 MiB ({label}).")
+    floor = format_bytes(min_bytes, _iec())
+    c.print(f"Median |error|, sizes >= {floor}, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
+            else f"No rows >= {floor} ({label}).")
 
 
 def _iec():

@@ -107,12 +107,12 @@ def tp_step(spec, tokens, *, sp, per_module):
 class Stage(nn.Module):
     """A slice of a Decoder: the embedding on the first stage, final norm and lm_head on the last."""
 
-    def __init__(self, decoder: Decoder, first: int, last: int, stages_first: bool, stages_last: bool):
+    def __init__(self, decoder: Decoder, blocks: slice, *, first: bool, last: bool):
         super().__init__()
-        self.embed = decoder.embed if stages_first else None
-        self.blocks = decoder.blocks[first:last]
-        self.norm_f = decoder.norm_f if stages_last else None
-        self.lm_head = decoder.lm_head if stages_last else None
+        self.embed = decoder.embed if first else None
+        self.blocks = decoder.blocks[blocks]
+        self.norm_f = decoder.norm_f if last else None
+        self.lm_head = decoder.lm_head if last else None
 
     def forward(self, x):
         h = x if self.embed is None else self.embed(x)
@@ -149,8 +149,9 @@ def pp_step(spec, tokens, *, schedule, microbatches):
     sets up the p2p links and exchanges shapes); loss = sum of the logits."""
     rank, world = dist.get_rank(), dist.get_world_size()
     decoder = Decoder(spec).to(torch.bfloat16)
-    per_stage = spec.layers // world
-    stage_module = Stage(decoder, rank * per_stage, (rank + 1) * per_stage, rank == 0, rank == world - 1)
+    per_stage = spec.layers // world  # PP_LAYERS is a multiple of the world size
+    stage_module = Stage(decoder, slice(rank * per_stage, (rank + 1) * per_stage),
+                         first=rank == 0, last=rank == world - 1)
     stage = PipelineStage(stage_module, rank, world, torch.device("cpu"))
     sched = SCHEDULES[schedule](stage, n_microbatches=microbatches, loss_fn=lambda out, target: out.sum())
     opt = torch.optim.AdamW(stage_module.parameters(), lr=1e-3)
@@ -174,31 +175,36 @@ def pp_step(spec, tokens, *, schedule, microbatches):
     return {"dispatch": log.records}
 
 
+#: case -> (step function, keyword arguments); "pp-*" cases run the PP_LAYERS-block model
+CASES = {
+    # reshard_after_forward as cost4d's Layout means it: the blocks per the flag, the root left at
+    # torch's default (None), whose heuristic keeps the root's weights gathered for backward
+    "fsdp2-reshard": (fsdp2_step, {"blocks": True, "root": None}),
+    "fsdp2-keep": (fsdp2_step, {"blocks": False, "root": None}),
+    "fsdp2-default": (fsdp2_step, {"blocks": None, "root": None}),  # torch's default everywhere
+    "fsdp2-root-explicit": (fsdp2_step, {"blocks": True, "root": True}),  # True passed to the root too
+    "tp": (tp_step, {"sp": False, "per_module": True}),
+    "tp-per-linear": (tp_step, {"sp": False, "per_module": False}),
+    "sp": (tp_step, {"sp": True, "per_module": True}),
+    "sp-per-linear": (tp_step, {"sp": True, "per_module": False}),
+    "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
+    "pp-1f1b": (pp_step, {"schedule": "1f1b"}),
+}
+
+
 def main(out_dir, store, spec_json, pp_layers, batch, seq, microbatches):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     spec = Transformer.model_validate_json(spec_json)
-    pp_spec = spec.model_copy(update={"layers": pp_layers})
-    cases = {
-        "fsdp2-reshard": (fsdp2_step, spec, {"blocks": True, "root": None}),
-        "fsdp2-keep": (fsdp2_step, spec, {"blocks": False, "root": None}),
-        "fsdp2-default": (fsdp2_step, spec, {"blocks": None, "root": None}),
-        "fsdp2-root-explicit": (fsdp2_step, spec, {"blocks": True, "root": True}),
-        "tp": (tp_step, spec, {"sp": False, "per_module": True}),
-        "tp-per-linear": (tp_step, spec, {"sp": False, "per_module": False}),
-        "sp": (tp_step, spec, {"sp": True, "per_module": True}),
-        "sp-per-linear": (tp_step, spec, {"sp": True, "per_module": False}),
-        "pp-gpipe": (pp_step, pp_spec, {"schedule": "gpipe", "microbatches": microbatches}),
-        "pp-1f1b": (pp_step, pp_spec, {"schedule": "1f1b", "microbatches": microbatches}),
-    }
-    only = os.environ.get("CASES")
     results = {}
-    for case, (step, case_spec, kwargs) in cases.items():
-        if only and case not in only.split(","):
-            continue
+    for case, (step, kwargs) in CASES.items():
         torch.manual_seed(0)
-        tokens = torch.randint(case_spec.vocab, (batch, seq))
-        results[case] = step(case_spec, tokens, **kwargs)
+        tokens = torch.randint(spec.vocab, (batch, seq))
+        if step is pp_step:
+            kwargs = {**kwargs, "microbatches": microbatches}
+            results[case] = step(spec.model_copy(update={"layers": pp_layers}), tokens, **kwargs)
+        else:
+            results[case] = step(spec, tokens, **kwargs)
         dist.barrier()
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
     dist.destroy_process_group()

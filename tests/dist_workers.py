@@ -15,7 +15,9 @@ Two independent captures, compared by the test:
 1. ``DispatchLog``, a TorchDispatchMode: every op in the c10d / _c10d_functional namespaces that
    reaches the dispatcher, with its tensors' sizes. FSDP2 issues ``c10d._allgather_base_`` and
    ``c10d._reduce_scatter_base_`` (through dist.all_gather_single / reduce_scatter_single); DTensor
-   issues ``_c10d_functional.all_reduce`` / ``all_gather_into_tensor`` / ``reduce_scatter_tensor``.
+   issues ``_c10d_functional.all_reduce`` / ``all_gather_into_tensor`` / ``reduce_scatter_tensor``,
+   also those it issues inside an op on DTensors (the mode steps aside for DTensor ops, as torch's
+   CommDebugMode does; tests/dist_llama_workers.py's sequence-parallel norms need it).
 2. ``PythonApiLog``: the torch.distributed and functional-collective Python entry points that FSDP2
    and DTensor call, replaced for the step by counting wrappers (outermost call only). The
    replacement is process-wide, so it sees a call from any thread, including the autograd engine's.

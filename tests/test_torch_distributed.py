@@ -71,11 +71,11 @@ BUFFER = {"all-gather": "output_bytes", "reduce-scatter": "input_bytes", "all-re
 RING_PASSES = {"all-gather": 1, "reduce-scatter": 1, "all-reduce": 2}  # all-reduce = RS + AG
 
 
-def run_ranks(world: int, out_dir: Path) -> list[dict]:
+def run_ranks(world: int, out_dir: Path, worker: Path = WORKER, worker_args=(D, F, L, BATCH, SEQ)) -> list[dict]:
     """Start ``world`` worker processes, wait for all, return each rank's logs."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": str(world),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    args = [sys.executable, str(WORKER), str(out_dir), str(out_dir / "store"), *map(str, (D, F, L, BATCH, SEQ))]
+    args = [sys.executable, str(worker), str(out_dir), str(out_dir / "store"), *map(str, worker_args)]
     procs, logs = [], []
     for rank in range(world):
         logs.append(open(out_dir / f"rank{rank}.log", "w"))

@@ -7,6 +7,7 @@ to hold), overall and per collective.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -95,6 +96,8 @@ def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float)
     beta = (sw * swst - sws * swt) / det
     if alpha < 0:  # refit through the origin
         alpha, beta = 0.0, swst / swss
+    if beta <= 0:  # time does not grow with size over these points (noise): latency alone
+        return swt / sw, math.inf
     return alpha, coefficient / beta
 
 

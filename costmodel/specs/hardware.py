@@ -77,7 +77,7 @@ class Calibration(Spec):
     level: str
     ranks: Annotated[int, Field(gt=0)]
     latency_s: Annotated[float, Field(ge=0)]
-    bandwidth_bytes_per_s: Positive = Field(description="B in the algorithm's time formula")
+    bandwidth_bytes_per_s: Positive = Field(description="B in the algorithm's time formula (inf: size-independent)")
     median_abs_error_pct: Annotated[float, Field(ge=0)]
     source: str
 

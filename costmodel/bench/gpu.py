@@ -1,0 +1,91 @@
+"""`cost4d bench gpu`: one device's matmul throughput, memory-copy bandwidth, and a small FFN
+training step's MFU and peak memory against cost4d's own prediction of both."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+SHAPES = [(m, m, m) for m in (1024, 2048, 4096, 8192)] + [(8192, 4096, 16384), (8192, 16384, 4096)]
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device, iters: int) -> float:
+    fn()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - start) / iters
+
+
+def matmuls(device, dtype, iters: int, shapes=SHAPES) -> list[dict]:
+    rows = []
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        t = _timed(lambda: a @ b, device, iters)
+        rows.append({"m": m, "n": n, "k": k, "seconds": t, "flops_per_s": 2 * m * n * k / t})
+    return rows
+
+
+def copy_bandwidth(device, nbytes: int, iters: int) -> dict:
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    t = _timed(lambda: dst.copy_(src), device, iters)
+    return {"bytes": nbytes, "seconds": t, "bytes_per_s": 2 * nbytes / t}  # read + write
+
+
+def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters: int) -> dict:
+    """A training step of the FFN stack (bf16 autocast, fp32 AdamW) against cost4d's predictions."""
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.model import FFNStack
+    from costmodel.specs.recipe import RECIPES
+    from costmodel.strategies.flops import step_flops
+    from costmodel.strategies.memory import memory_breakdown
+
+    spec = FFNStack(name="bench", d_model=d_model, d_ff=d_ff, layers=layers)
+    blocks = []
+    for _ in range(layers):
+        blocks += [torch.nn.Linear(d_model, d_ff, bias=False), torch.nn.Linear(d_ff, d_model, bias=False)]
+    model = torch.nn.Sequential(*blocks).to(device)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(tokens, d_model, device=device)
+
+    def step():
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = model(x).float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    step()  # creates the optimizer state and the grads
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    t = _timed(step, device, iters)
+    predicted = memory_breakdown(spec, RECIPES["cs336"], Layout(tokens=tokens))
+    flops = step_flops(spec, Layout(tokens=tokens)).total
+    return {"d_model": d_model, "d_ff": d_ff, "layers": layers, "tokens": tokens, "seconds": t,
+            "flops": flops, "flops_per_s": flops / t,
+            "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+            "predicted_memory_bytes": predicted.total_bytes,
+            "predicted_components": predicted.components}
+
+
+def run(device_name: str, *, iters: int, small: bool) -> dict:
+    device = torch.device(device_name)
+    dtype = torch.bfloat16
+    shapes = [(256, 256, 256), (512, 512, 512)] if small else SHAPES
+    ffn = dict(d_model=256, d_ff=1024, layers=2, tokens=512) if small else dict(d_model=4096, d_ff=16384, layers=4,
+                                                                                 tokens=8192)
+    env = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "cuda": torch.version.cuda}
+    return {"format": "cost4d-gpu-bench/1", "environment": env, "matmul_bf16": matmuls(device, dtype, iters, shapes),
+            "copy": copy_bandwidth(device, (1 << 20) if small else (1 << 30), iters),
+            "ffn_step": ffn_step(device, iters=iters, **ffn)}
