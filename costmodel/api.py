@@ -1,7 +1,7 @@
 """The library in a few calls, for notebooks and scripts (the CLI uses the same pieces).
 
     from costmodel import api
-    api.memory("xxl", fsdp=38, tokens=4096, shard_activations=0.5).total_bytes
+    api.memory("xxl", fsdp=38, tokens=4096, shard_activations=0.5).total_bytes   # .state_bytes, .components
     api.solve_fsdp("xxl", limit="95GB").n_fsdp                      # 38
     api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=2, peak_flops=4.6e14, bandwidth=1.8e11)
     api.explain_batch(...)                                           # renders itself in Jupyter
@@ -58,9 +58,33 @@ def optimize_split(model, hardware, torus=None, **question):
 
 def explain_batch(model, hardware, **question):
     """The derivation of solve_batch as a Derivation (prints as text, renders in Jupyter)."""
-    from costmodel.explain import Derivation, batch_steps
+    from costmodel.explain import batch_derivation
 
-    answer = solve_batch(model, hardware, **question)
-    p = answer.problem
-    return Derivation(f"Compute-bound batch, X = {p.fsdp}, Y = {p.tp}", batch_steps(answer),
-                      [f"overlap '{p.overlap}'", f"pass '{p.pass_}'", "(n-1)/n ring factor dropped"])
+    return batch_derivation(solve_batch(model, hardware, **question), hardware)
+
+
+def explain_memory(model, recipe: str = "cs336", **layout):
+    """The derivation of :func:`memory` (a Derivation)."""
+    from costmodel.explain import memory_derivation
+
+    return memory_derivation(_spec(model), load_recipe(recipe), Layout(**layout))
+
+
+def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
+    """The derivation of :func:`solve_fsdp` (a Derivation)."""
+    from costmodel.explain import fsdp_derivation
+
+    answer = solve_fsdp(model, limit, recipe, **layout)
+    lay = Layout(**{"fsdp": 2, **layout})
+    return fsdp_derivation(_spec(model), load_recipe(recipe), lay, answer, f"limit {limit}")
+
+
+def what_if(model, hardware, torus=None, **question):
+    """Question (d): ways to stay compute-bound at a smaller batch (rows with a stable ``key``)."""
+    from costmodel.solve.whatif import what_if as rows
+
+    device = load_hardware(hardware)
+    ici = device.level("ici") if device.kind == "tpu" else None
+    dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
+    return rows(batch_problem(model, hardware, **question), torus=torus,
+                torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)

@@ -8,6 +8,7 @@ import typer
 
 from costmodel import options as o
 from costmodel.errors import CostModelError
+from costmodel.layout_options import MEMORY, with_layout
 from costmodel.units import UnitSystem
 
 app = typer.Typer(
@@ -17,53 +18,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _layout(**fields):
-    """A Layout from CLI values; a validation error names the flag."""
-    from pydantic import ValidationError
-
-    from costmodel.specs.layout import Layout
-
-    try:
-        return Layout(**fields)
-    except ValidationError as err:
-        first = err.errors()[0]
-        if first["loc"]:
-            flag = "--" + str(first["loc"][0]).replace("_", "-")
-            raise CostModelError(f"{flag} {fields.get(first['loc'][0])!r}: {first['msg']}") from None
-        raise CostModelError(first["msg"].removeprefix("Value error, ")) from None
-
-
-def _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations=0.0, reshard=True, mx=1, my=1,
-                 **advanced):
-    return _layout(tokens=tokens, dp=dp, fsdp=fsdp, zero=zero, tp=tp, sp=sp, pp=pp, cp=cp,
-                   shard_activations=shard_activations, reshard_after_forward=reshard, mx=mx, my=my,
-                   **_advanced(**advanced))
-
-
-def _advanced(recompute="none", flash=True, schedule="1f1b", microbatches=None, chunks=1, cp_kind="ring",
-              grad_accum=1) -> dict:
-    """The transformer-training options as Layout fields (--recompute every:K -> every, K)."""
-    fields = dict(flash=flash, schedule=schedule, microbatches=microbatches, chunks=chunks, cp_kind=cp_kind,
-                  grad_accum=grad_accum, recompute=recompute)
-    if recompute.startswith("every:"):
-        count = recompute.removeprefix("every:")
-        if not count.isdigit() or int(count) < 1:
-            raise CostModelError(f"--recompute {recompute!r}: write every:K with K a positive integer")
-        fields.update(recompute="every", recompute_layers=int(count))
-    return fields
-
-
-def _hsdp(hsdp_group, dp, fsdp):
-    """--hsdp-group G on D data devices: fsdp = G, dp = D / G (D = dp x fsdp as given)."""
-    if hsdp_group is None:
-        return dp, fsdp
-    data = dp * fsdp
-    if hsdp_group < 1 or data % hsdp_group:
-        raise CostModelError(f"--hsdp-group {hsdp_group} does not divide the {data} data-parallel devices "
-                             "(--dp x --fsdp)")
-    return data // hsdp_group, hsdp_group
 
 
 @app.command()
@@ -83,30 +37,16 @@ def hardware(as_json: o.JsonOpt = False) -> None:
 
 
 @app.command()
+@with_layout(*MEMORY)
 def memory(
     model: o.ModelOpt,
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    dp: o.DpOpt = 1,
-    fsdp: o.FsdpOpt = 1,
-    zero: o.ZeroOpt = 3,
-    tp: o.TpOpt = 1,
-    sp: o.SpOpt = False,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
-    shard_activations: o.ShardActOpt = 0.0,
-    reshard: o.ReshardOpt = True,
-    recompute: o.RecomputeOpt = "none",
-    flash: o.FlashOpt = True,
-    schedule: o.ScheduleOpt = "1f1b",
-    microbatches: o.MicroOpt = None,
-    chunks: o.ChunksOpt = 1,
-    cp_kind: o.CpKindOpt = "ring",
-    hsdp_group: o.HsdpOpt = None,
     hardware: o.HardwareOpt = None,
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
 ) -> None:
     """Memory per device by component: weights, master, gradients, optimizer, activations.
 
@@ -116,28 +56,22 @@ def memory(
     from costmodel.specs.load import load_hardware, load_model, load_recipe
     from costmodel.strategies.memory import memory_breakdown
 
-    spec = load_model(model)
-    rec = load_recipe(recipe)
-    dp, fsdp = _hsdp(hsdp_group, dp, fsdp)
-    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations, reshard, recompute=recompute,
-                       flash=flash, schedule=schedule, microbatches=microbatches, chunks=chunks, cp_kind=cp_kind)
+    spec, rec = load_model(model), load_recipe(recipe)
     device = load_hardware(hardware or "h100-sxm")
-    breakdown = memory_breakdown(spec, rec, lay)
-    report.memory(spec, rec, lay, breakdown, device, fits=hardware is not None,
+    breakdown = memory_breakdown(spec, rec, layout)
+    report.memory(spec, rec, layout, breakdown, device, fits=hardware is not None,
                   units=units, as_json=as_json, symbolic=symbolic)
 
 
 @app.command()
+@with_layout("tokens", "tp", "pp", "cp", "recompute", tokens=1)
 def flops(
     model: o.ModelOpt,
-    tokens: o.TokensOpt = 1,
     seq: int = typer.Option(None, help="Sequence length for the attention term (default: the model's)."),
-    tp: o.TpOpt = 1,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
-    recompute: o.RecomputeOpt = "none",
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
 ) -> None:
     """Forward and backward FLOPs per token and per step (matmuls, as FlopCounterMode counts).
 
@@ -151,35 +85,21 @@ def flops(
     spec = load_model(model)
     if seq is not None and seq <= 0:
         raise CostModelError(f"--seq {seq}: must be positive")
-    lay = _layout_from(tokens, 1, 1, 3, tp, False, pp, cp, recompute=recompute)
-    report.flops(spec, lay, step_flops(spec, lay, seq), as_json=as_json, symbolic=symbolic)
+    report.flops(spec, layout, step_flops(spec, layout, seq), as_json=as_json, symbolic=symbolic)
 
 
 @app.command()
+@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
+             "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum")
 def comm(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(help="Device name (see `cost4d hardware`) or a spec file.")],
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    dp: o.DpOpt = 1,
-    fsdp: o.FsdpOpt = 1,
-    zero: o.ZeroOpt = 3,
-    tp: o.TpOpt = 1,
-    sp: o.SpOpt = False,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
-    reshard: o.ReshardOpt = True,
-    mx: o.MxOpt = 1,
-    my: o.MyOpt = 1,
-    schedule: o.ScheduleOpt = "1f1b",
-    microbatches: o.MicroOpt = None,
-    chunks: o.ChunksOpt = 1,
-    cp_kind: o.CpKindOpt = "ring",
-    hsdp_group: o.HsdpOpt = None,
-    grad_accum: o.AccumOpt = 1,
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
 ) -> None:
     """Bytes each device sends per step in each collective, and the bandwidth-bound time.
 
@@ -189,14 +109,9 @@ def comm(
     from costmodel.specs.load import load_hardware, load_model, load_recipe
     from costmodel.strategies.comm import timed_collectives
 
-    spec = load_model(model)
-    rec = load_recipe(recipe)
-    dp, fsdp = _hsdp(hsdp_group, dp, fsdp)
-    lay = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, reshard=reshard, mx=mx, my=my, schedule=schedule,
-                       microbatches=microbatches, chunks=chunks, cp_kind=cp_kind, grad_accum=grad_accum)
-    device = load_hardware(hardware)
-    rows = timed_collectives(spec, rec, lay, device)
-    report.comm(spec, rec, lay, device, rows, units=units, as_json=as_json, symbolic=symbolic)
+    spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
+    rows = timed_collectives(spec, rec, layout, device)
+    report.comm(spec, rec, layout, device, rows, units=units, as_json=as_json, symbolic=symbolic)
 
 
 def _register_subcommands() -> None:

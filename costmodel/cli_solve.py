@@ -8,6 +8,7 @@ import typer
 
 from costmodel import options as o
 from costmodel.errors import CostModelError
+from costmodel.layout_options import MEMORY, with_batch_question, with_layout
 
 solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP that fits, compute-bound batch.",
                         no_args_is_help=True)
@@ -29,15 +30,6 @@ def _limit(limit: Optional[str], hardware: Optional[str]):
     return capacity, f"{device.name} HBM ({'usable' if device.hbm.usable_bytes else 'nominal'})"
 
 
-def _fsdp_inputs(model, recipe, tokens, shard_activations, dp, zero, tp, pp, cp):
-    from costmodel.cli import _layout_from
-    from costmodel.specs.load import load_model, load_recipe
-
-    spec, rec = load_model(model), load_recipe(recipe)
-    layout = _layout_from(tokens, dp, 2, zero, tp, False, pp, cp, shard_activations)  # fsdp set by the solver
-    return spec, rec, layout
-
-
 def _fsdp_answer(spec, rec, layout, limit_bytes, source):
     from costmodel.solve.fsdp import solve_fsdp
     from costmodel.units import format_bytes
@@ -51,29 +43,30 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source):
     return answer
 
 
+FSDP_SOLVE = ("tokens", "shard_activations", "dp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash",
+              "schedule", "microbatches", "chunks")
+
+
 @solve_app.command("fsdp")
+@with_layout(*FSDP_SOLVE, fixed={"fsdp": 2})  # the solver varies fsdp; 2 puts the layout in the FSDP regime
 def solve_fsdp_cmd(
     model: o.ModelOpt,
     limit: o.LimitOpt = None,
     hardware: o.HardwareOpt = None,
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    shard_activations: o.ShardActOpt = 0.0,
-    dp: o.DpOpt = 1,
-    zero: o.ZeroOpt = 3,
-    tp: o.TpOpt = 1,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
 ) -> None:
     """Smallest N_FSDP with per-device memory under the limit: M(N) = a + b/N < limit, N > b/(limit - a).
 
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
     from costmodel.report import emitted_json, number
+    from costmodel.specs.load import load_model, load_recipe
 
-    spec, rec, layout = _fsdp_inputs(model, recipe, tokens, shard_activations, dp, zero, tp, pp, cp)
+    spec, rec = load_model(model), load_recipe(recipe)
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source)
     sym = _fsdp_symbolic(spec, rec, layout, answer) if symbolic else None
@@ -103,31 +96,16 @@ def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
     return {"memory": sy.text(total), "n_bound": sy.text(bound), "latex": sp.latex(sp.StrictGreaterThan(sy.N, bound))}
 
 
-def _batch_inputs(model, hardware, fsdp, tp, mx, my, overlap, pass_, peak_flops, ici_bandwidth):
-    from costmodel.solve.problem import batch_problem
-    from costmodel.specs.load import load_hardware, load_model
-
-    spec, device = load_model(model), load_hardware(hardware)
-    return spec, device, batch_problem(spec, device, fsdp=fsdp, tp=tp, mx=mx, my=my, overlap=overlap,
-                                       pass_=pass_, peak_flops=peak_flops, bandwidth=ici_bandwidth)
-
-
 @solve_app.command("batch")
+@with_batch_question
 def solve_batch_cmd(
     model: o.ModelOpt,
-    hardware: o.HardwareOpt = None,
-    fsdp: o.FsdpXOpt = 1,
-    tp: o.TpYOpt = 1,
-    mx: o.MxOpt = 1,
-    my: o.MyOpt = 1,
-    overlap: o.OverlapOpt = "sum",
-    pass_: o.PassOpt = "forward",
-    peak_flops: o.PeakOpt = None,
-    ici_bandwidth: o.IciOpt = None,
     optimize_split: bool = typer.Option(False, "--optimize-split", help="Also find the best X x Y split."),
     slice_: Optional[str] = typer.Option(None, "--slice", help="Torus shape to map the split onto, e.g. 4x4x4."),
     what_if: bool = typer.Option(False, "--what-if", help="Table of ways to stay compute-bound at a smaller batch."),
     as_json: o.JsonOpt = False,
+    *,
+    question,
 ) -> None:
     """Smallest batch with T_math >= T_comms for an FSDP (X) x TP (Y) layout, and which term binds.
 
@@ -137,77 +115,53 @@ def solve_batch_cmd(
     from costmodel.solve.batch import solve_batch
     from costmodel.solve.split import optimize_split, parse_slice
 
-    if hardware is None:
-        raise CostModelError("give --hardware (its constants can be overridden with --peak-flops, --ici-bandwidth)")
-    spec, device, problem = _batch_inputs(model, hardware, fsdp, tp, mx, my, overlap, pass_, peak_flops,
-                                          ici_bandwidth)
+    spec, device, problem = question
     answer = solve_batch(problem)
     if not answer.compute_bound_ever:
-        raise CostModelError(f"TP degree Y = {tp} is never compute-bound: Y must stay below M_Y F/alpha = "
-                             f"{my * problem.d_ff / problem.alpha:,.1f}")
+        raise CostModelError(f"TP degree Y = {problem.tp} is never compute-bound: Y must stay below M_Y F/alpha = "
+                             f"{problem.my * problem.d_ff / problem.alpha:,.1f}")
     torus = parse_slice(slice_) if slice_ else None
     split = optimize_split(problem, torus) if optimize_split or torus else None
     report_solve.batch(spec, device, answer, split, torus, what_if, as_json)
 
 
 @explain_app.command("batch")
+@with_batch_question
 def explain_batch_cmd(
     model: o.ModelOpt,
-    hardware: o.HardwareOpt = None,
-    fsdp: o.FsdpXOpt = 1,
-    tp: o.TpYOpt = 1,
-    mx: o.MxOpt = 1,
-    my: o.MyOpt = 1,
-    overlap: o.OverlapOpt = "sum",
-    pass_: o.PassOpt = "forward",
-    peak_flops: o.PeakOpt = None,
-    ici_bandwidth: o.IciOpt = None,
     fmt: o.FormatOpt = "text",
+    *,
+    question,
 ) -> None:
     """Derive `solve batch` step by step."""
-    from costmodel import explain
+    from costmodel.explain import batch_derivation
     from costmodel.solve.batch import solve_batch
 
-    if hardware is None:
-        raise CostModelError("give --hardware")
     _check_format(fmt)
-    spec, device, problem = _batch_inputs(model, hardware, fsdp, tp, mx, my, overlap, pass_, peak_flops,
-                                          ici_bandwidth)
-    answer = solve_batch(problem)
-    conventions = [f"overlap '{overlap}': T_comms = {'T_FSDP + T_TP' if overlap == 'sum' else 'max(T_FSDP, T_TP)'}",
-                   f"pass '{pass_}'", "bf16 weights and activations on the wire (2 bytes)",
-                   "the (n-1)/n ring factor is dropped, as in the Scaling Book",
-                   f"C and W from {device.name} unless overridden"]
-    typer.echo(explain.render(explain.batch_steps(answer), fmt, f"Compute-bound batch: {spec.name} on "
-                              f"{device.name}, X = {fsdp}, Y = {tp}", conventions))
+    spec, device, problem = question
+    typer.echo(batch_derivation(solve_batch(problem), device.name).render(fmt))
 
 
 @explain_app.command("fsdp")
+@with_layout(*FSDP_SOLVE, fixed={"fsdp": 2})
 def explain_fsdp_cmd(
     model: o.ModelOpt,
     limit: o.LimitOpt = None,
     hardware: o.HardwareOpt = None,
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    shard_activations: o.ShardActOpt = 0.0,
     fmt: o.FormatOpt = "text",
+    *,
+    layout,
 ) -> None:
     """Derive `solve fsdp` step by step."""
-    from costmodel import explain
-    from costmodel import symbolic as sy
-    from costmodel.strategies.memory import memory_breakdown, weight_copies
+    from costmodel.explain import fsdp_derivation
+    from costmodel.specs.load import load_model, load_recipe
 
     _check_format(fmt)
-    spec, rec, layout = _fsdp_inputs(model, recipe, tokens, shard_activations, 1, 3, 1, 1, 1)
+    spec, rec = load_model(model), load_recipe(recipe)
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source)
-    breakdown = memory_breakdown(spec, rec, layout)
-    comps = sy.memory_expressions(rec, layout, weight_copies(spec, rec, layout, 0)[0])
-    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes}
-    conventions = [f"recipe {rec.name}: {rec.description}", f"limit from {source}",
-                   f"{shard_activations:g} of the activations sharded over N"]
-    typer.echo(explain.render(explain.fsdp_steps(answer, comps, letters), fmt,
-                              f"Smallest N_FSDP: {spec.name}", conventions))
+    typer.echo(fsdp_derivation(spec, rec, layout, answer, source).render(fmt))
 
 
 def _check_format(fmt: str) -> None:
@@ -216,34 +170,17 @@ def _check_format(fmt: str) -> None:
 
 
 @explain_app.command("memory")
+@with_layout(*MEMORY)
 def explain_memory_cmd(
     model: o.ModelOpt,
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    dp: o.DpOpt = 1,
-    fsdp: o.FsdpOpt = 1,
-    zero: o.ZeroOpt = 3,
-    tp: o.TpOpt = 1,
-    sp: o.SpOpt = False,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
-    shard_activations: o.ShardActOpt = 0.0,
     fmt: o.FormatOpt = "text",
+    *,
+    layout,
 ) -> None:
     """Derive `cost4d memory` step by step."""
-    from costmodel import explain
-    from costmodel import symbolic as sy
-    from costmodel.cli import _layout_from
+    from costmodel.explain import memory_derivation
     from costmodel.specs.load import load_model, load_recipe
-    from costmodel.strategies.memory import memory_breakdown
 
     _check_format(fmt)
-    spec, rec = load_model(model), load_recipe(recipe)
-    layout = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, shard_activations)
-    breakdown = memory_breakdown(spec, rec, layout)
-    comps = sy.memory_expressions(rec, layout, breakdown.weight_copies_kind)
-    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes, "N": layout.fsdp}
-    conventions = [f"recipe {rec.name}: {rec.description}",
-                   f"weight copies: {breakdown.weight_copies_kind}", "GB = 1e9 B, GiB = 2^30 B"]
-    typer.echo(explain.render(explain.memory_steps(spec, rec, layout, breakdown, comps, letters), fmt,
-                              f"Memory per device: {spec.name}", conventions))
+    typer.echo(memory_derivation(load_model(model), load_recipe(recipe), layout).render(fmt))

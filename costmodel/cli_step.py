@@ -7,46 +7,32 @@ from typing import Annotated
 import typer
 
 from costmodel import options as o
+from costmodel.layout_options import with_layout
 
 
+@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
+             "microbatches", "chunks", "cp_kind", "grad_accum")
 def step(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(help="Device name or spec file (needs a step_model section).")],
     recipe: o.RecipeOpt = "cs336",
-    tokens: o.TokensOpt = 0,
-    dp: o.DpOpt = 1,
-    fsdp: o.FsdpOpt = 1,
-    zero: o.ZeroOpt = 3,
-    tp: o.TpOpt = 1,
-    sp: o.SpOpt = False,
-    pp: o.PpOpt = 1,
-    cp: o.CpOpt = 1,
-    recompute: o.RecomputeOpt = "none",
-    flash: o.FlashOpt = True,
-    schedule: o.ScheduleOpt = "1f1b",
-    microbatches: o.MicroOpt = None,
-    chunks: o.ChunksOpt = 1,
-    cp_kind: o.CpKindOpt = "ring",
-    grad_accum: o.AccumOpt = 1,
     overlap: Annotated[str, typer.Option(
         help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
     = "overlap",
     as_json: o.JsonOpt = False,
+    *,
+    layout,
 ) -> None:
     """Predicted time per optimizer step: matmuls, memory-bound ops, collectives, pipeline bubble.
 
     Example: cost4d step --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8
     --tokens 8192 --microbatches 16 --recompute selective
     """
-    from costmodel.cli import _layout_from
     from costmodel.report import console, emit_json, table
     from costmodel.specs.load import load_hardware, load_model, load_recipe
     from costmodel.strategies.step import step_breakdown
 
     spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
-    layout = _layout_from(tokens, dp, fsdp, zero, tp, sp, pp, cp, recompute=recompute, flash=flash,
-                          schedule=schedule, microbatches=microbatches, chunks=chunks, cp_kind=cp_kind,
-                          grad_accum=grad_accum)
     b = step_breakdown(spec, rec, layout, device, overlap)
     parts = {"matmul_s": b.matmul_s, "elementwise_s": b.elementwise_s, "tp_s": b.tp_s, "cp_s": b.cp_s,
              "p2p_s": b.p2p_s, "data_comm_s": b.data_comm_s, "data_exposed_s": b.data_exposed_s}

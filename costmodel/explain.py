@@ -162,3 +162,42 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     lines.append("Conventions:" if not md else "**Conventions**")
     lines += [f"- {c}" for c in conventions]
     return "\n".join(lines)
+
+
+def memory_derivation(model, recipe, layout) -> Derivation:
+    """`cost4d memory`, derived: the components in P, A, N, their values, the total."""
+    from costmodel import symbolic as sy
+    from costmodel.strategies.memory import memory_breakdown
+
+    breakdown = memory_breakdown(model, recipe, layout)
+    comps = sy.memory_expressions(recipe, layout, breakdown.weight_copies_kind)
+    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes, "N": layout.fsdp}
+    conventions = [f"recipe {recipe.name}: {recipe.description}",
+                   f"weight copies: {breakdown.weight_copies_kind}", "GB = 1e9 B, GiB = 2^30 B"]
+    return Derivation(f"Memory per device: {model.name}",
+                      memory_steps(model, recipe, layout, breakdown, comps, letters), conventions)
+
+
+def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivation:
+    """`cost4d solve fsdp`, derived: memory as a + b/N, the inequality solved for N, the integer."""
+    from costmodel import symbolic as sy
+    from costmodel.strategies.memory import memory_breakdown, weight_copies
+
+    breakdown = memory_breakdown(model, recipe, layout)
+    comps = sy.memory_expressions(recipe, layout, weight_copies(model, recipe, layout, 0)[0])
+    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes}
+    conventions = [f"recipe {recipe.name}: {recipe.description}", f"limit from {limit_source}",
+                   f"{layout.shard_activations:g} of the activations sharded over N"]
+    return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
+
+
+def batch_derivation(answer, device_name: str) -> Derivation:
+    """`cost4d solve batch`, derived, with the conventions it used."""
+    p = answer.problem
+    sum_or_max = "T_FSDP + T_TP" if p.overlap == "sum" else "max(T_FSDP, T_TP)"
+    conventions = [f"overlap '{p.overlap}': T_comms = {sum_or_max}", f"pass '{p.pass_}'",
+                   "bf16 weights and activations on the wire (2 bytes)",
+                   "the (n-1)/n ring factor is dropped, as in the Scaling Book",
+                   f"C and W from {device_name} unless overridden"]
+    return Derivation(f"Compute-bound batch on {device_name}, X = {p.fsdp}, Y = {p.tp}", batch_steps(answer),
+                      conventions)

@@ -38,7 +38,7 @@ def batch(model, hardware, answer, split, torus, what_if: bool, as_json: bool) -
         ici = hardware.level("ici") if hardware.kind == "tpu" else None
         dcn = next((lvl.bandwidth_bytes_per_s for lvl in hardware.network if lvl.kind == "dcn"), None)
         rows = what_if_rows(p, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
-        payload["what_if"] = [{"change": r.change, "per_device_batch": _finite(r.per_device_batch),
+        payload["what_if"] = [{"key": r.key, "change": r.change, "per_device_batch": _finite(r.per_device_batch),
                                "global_batch": _finite(r.global_batch), "assumption": r.assumption} for r in rows]
     if emitted_json(payload, None, as_json):
         return

@@ -13,6 +13,7 @@ from costmodel.solve.split import optimize_split
 
 @dataclass(frozen=True)
 class WhatIf:
+    key: str  # stable identifier for scripts and notebooks
     change: str
     per_device_batch: float
     global_batch: float
@@ -23,39 +24,44 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
             dcn_bandwidth: float | None) -> list[WhatIf]:
     """The baseline, then one row per trick (conventions.md, XXL (d))."""
     base = solve_batch(p)
-    rows = [WhatIf(f"as given (overlap {p.overlap})", base.per_device_batch, base.global_batch, "")]
+    rows = [WhatIf("as-given", f"as given (overlap {p.overlap})", base.per_device_batch, base.global_batch, "")]
 
-    def add(change, q, assumption="", global_divisor=1):
+    def add(key, change, q, assumption="", global_divisor=1):
         answer = solve_batch(q)
-        rows.append(WhatIf(change, answer.per_device_batch, answer.global_batch / global_divisor, assumption))
+        rows.append(WhatIf(key, change, answer.per_device_batch, answer.global_batch / global_divisor, assumption))
 
     if p.overlap == "sum":
-        add("overlap the two axes' communication", replace(p, overlap="max"), "T_comms = max(T_FSDP, T_TP)")
+        add("overlap", "overlap the two axes' communication", replace(p, overlap="max"),
+            "T_comms = max(T_FSDP, T_TP)")
     split = optimize_split(p, torus)
-    rows.append(WhatIf("best split, continuous X_opt", split.continuous_per_device_batch,
+    rows.append(WhatIf("split-continuous", "best split, continuous X_opt", split.continuous_per_device_batch,
                        split.continuous_per_device_batch * p.devices,
                        f"X_opt = {split.x_opt:.2f}, same M_X, M_Y; not an integer mapping"))
     if split.best is not None:
         b = split.best
-        add(f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
+        add("split-slice", f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
             replace(p, fsdp=b.x, tp=b.y, mx=b.mx, my=b.my), "whole torus axes per logical axis")
     if torus_axes and p.mx + p.my < torus_axes:
-        add(f"spread the FSDP axis over M_X = {p.mx + 1} torus axes", replace(p, mx=p.mx + 1),
+        add("more-torus-axes", f"spread the FSDP axis over M_X = {p.mx + 1} torus axes", replace(p, mx=p.mx + 1),
             "needs a free torus axis")
-    add("8-bit communication (fp8 weights and activations on the wire)", replace(p, bandwidth=2 * p.bandwidth),
+    add("fp8-comm", "8-bit communication (fp8 weights and activations on the wire)",
+        replace(p, bandwidth=2 * p.bandwidth),
         "half the bytes: same as doubling W")
     for stages in (2, 4):
-        add(f"{stages} pipeline stages", p, f"each stage gathers only its layers: same B/N, global B / {stages}; "
-            "bubble not counted", global_divisor=stages)
+        add(f"pp-{stages}", f"{stages} pipeline stages", p,
+            f"each stage gathers only its layers: same B/N, global B / {stages}; needs >= {stages} micro-batches "
+            "in flight; bubble not counted", global_divisor=stages)
     accumulate = 4
     dp_only = replace(p, fsdp=p.devices, tp=1, my=1)
     dp = solve_batch(dp_only)
-    rows.append(WhatIf(f"pure DP with {accumulate} gradient-accumulation steps", dp.per_device_batch / accumulate,
-                       dp.global_batch, f"gradients reduced once per {accumulate} micro-batches: the micro-batch "
-                       "shrinks, the global batch does not; needs the whole state on each device"))
+    rows.append(WhatIf("grad-accum", f"pure DP with {accumulate} gradient-accumulation steps",
+                       dp.per_device_batch / accumulate,
+                       dp.global_batch, f"B/N here is the micro-batch: gradients are reduced once per {accumulate} "
+                       "micro-batches, so the micro-batch shrinks, the global batch does not; needs the whole state "
+                       "on each device"))
     if dcn_bandwidth:
         dcn_tokens = p.peak_flops / dcn_bandwidth  # B per slice > C / W_dcn
-        rows.append(WhatIf("HSDP: FSDP inside the slice, replicas across slices over DCN", base.per_device_batch,
+        rows.append(WhatIf("hsdp", "HSDP: FSDP inside the slice, replicas across slices over DCN", base.per_device_batch,
                            base.global_batch, f"adds B per slice > C/W_dcn = {dcn_tokens:,.0f} tokens for the "
                            "once-per-step gradient all-reduce between slices"))
     return rows

@@ -1,0 +1,121 @@
+"""The parallel-layout options, declared once and added to any command by a decorator.
+
+``@with_layout("tokens", "fsdp", ...)`` appends those options to the command's signature (typer
+reads ``__signature__``) and hands the command a validated ``layout`` instead of loose values.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+
+from costmodel import options as o
+from costmodel.errors import CostModelError
+
+#: option name -> (typer Annotated type, default)
+OPTIONS = {
+    "tokens": (o.TokensOpt, 0), "dp": (o.DpOpt, 1), "fsdp": (o.FsdpOpt, 1), "zero": (o.ZeroOpt, 3),
+    "tp": (o.TpOpt, 1), "sp": (o.SpOpt, False), "pp": (o.PpOpt, 1), "cp": (o.CpOpt, 1),
+    "shard_activations": (o.ShardActOpt, 0.0), "reshard": (o.ReshardOpt, True), "mx": (o.MxOpt, 1),
+    "my": (o.MyOpt, 1), "recompute": (o.RecomputeOpt, "none"), "flash": (o.FlashOpt, True),
+    "schedule": (o.ScheduleOpt, "1f1b"), "microbatches": (o.MicroOpt, None), "chunks": (o.ChunksOpt, 1),
+    "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
+}
+MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
+          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group")
+
+
+def build_layout(fixed: dict | None = None, **values):
+    """A Layout from option values; a validation error names the flag."""
+    from pydantic import ValidationError
+
+    from costmodel.specs.layout import Layout
+
+    fields = dict(values, **(fixed or {}))
+    if "reshard" in fields:
+        fields["reshard_after_forward"] = fields.pop("reshard")
+    if "hsdp_group" in fields:
+        fields["dp"], fields["fsdp"] = _hsdp(fields.pop("hsdp_group"), fields.get("dp", 1), fields.get("fsdp", 1))
+    recompute = fields.get("recompute", "none")
+    if recompute.startswith("every:"):
+        count = recompute.removeprefix("every:")
+        if not count.isdigit() or int(count) < 1:
+            raise CostModelError(f"--recompute {recompute!r}: write every:K with K a positive integer")
+        fields.update(recompute="every", recompute_layers=int(count))
+    try:
+        return Layout(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        if first["loc"]:
+            name = str(first["loc"][0])
+            flag = "--" + {"reshard_after_forward": "reshard"}.get(name, name).replace("_", "-")
+            return _raise(f"{flag} {fields.get(name)!r}: {first['msg']}")
+        return _raise(first["msg"].removeprefix("Value error, "))
+
+
+def _raise(message: str):
+    raise CostModelError(message) from None
+
+
+def _hsdp(group, dp, fsdp):
+    """--hsdp-group G on D data devices: fsdp = G, dp = D / G (D = dp x fsdp as given)."""
+    if group is None:
+        return dp, fsdp
+    data = dp * fsdp
+    if group < 1 or data % group:
+        raise CostModelError(f"--hsdp-group {group} does not divide the {data} data-parallel devices (--dp x --fsdp)")
+    return data // group, group
+
+
+def extend(command, added: dict, into: str, build):
+    """Append the options ``added`` (name -> (type, default)) to ``command``'s signature; call it with
+    ``into=build(own, **their values)`` instead, ``own`` being the command's other arguments.
+    Typer reads the new ``__signature__``."""
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)  # resolve string annotations here
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in signature.parameters.values() if p.name != into]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+             for name, (kind, default) in added.items()]
+    head = [p for p in own if p.kind != inspect.Parameter.KEYWORD_ONLY]
+    tail = [p for p in own if p.kind == inspect.Parameter.KEYWORD_ONLY]
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in added}
+        return command(*args, **kwargs, **{into: build(kwargs, **values)})
+
+    wrapper.__signature__ = signature.replace(parameters=head + extra + tail, return_annotation=hints.get("return"))
+    wrapper.__annotations__ = {p.name: p.annotation for p in head + extra + tail}
+    return wrapper
+
+
+def with_layout(*names: str, fixed: dict | None = None, **defaults):
+    """Add the layout options ``names`` to a command, which then receives ``layout=``."""
+    added = {name: (OPTIONS[name][0], defaults.get(name, OPTIONS[name][1])) for name in names}
+    return lambda command: extend(command, added, "layout", lambda own, **values: build_layout(fixed, **values))
+
+
+#: the compute-bound question's options (solve batch, explain batch)
+BATCH = {
+    "hardware": (o.HardwareOpt, None), "fsdp": (o.FsdpXOpt, 1), "tp": (o.TpYOpt, 1), "mx": (o.MxOpt, 1),
+    "my": (o.MyOpt, 1), "overlap": (o.OverlapOpt, "sum"), "pass_": (o.PassOpt, "forward"),
+    "peak_flops": (o.PeakOpt, None), "ici_bandwidth": (o.IciOpt, None),
+}
+
+
+def build_question(own: dict, hardware, ici_bandwidth, **question):
+    """(spec, device, BatchProblem) for solve/explain batch; every constant overridable."""
+    from costmodel.solve.problem import batch_problem
+    from costmodel.specs.load import load_hardware, load_model
+
+    if hardware is None:
+        raise CostModelError("give --hardware (its constants can be overridden with --peak-flops, --ici-bandwidth)")
+    spec, device = load_model(own["model"]), load_hardware(hardware)
+    return spec, device, batch_problem(spec, device, bandwidth=ici_bandwidth, **question)
+
+
+def with_batch_question(command):
+    """Add the compute-bound question's options; the command receives ``question=(spec, device, problem)``."""
+    return extend(command, BATCH, "question", build_question)
