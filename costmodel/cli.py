@@ -78,7 +78,7 @@ def flops(
     Model FLOPs (MFU's numerator) count no recomputation; with --recompute the hardware FLOPs
     (HFU's numerator) add the forward work done again in backward.
     """
-    from costmodel import report
+    from costmodel import report_calc as report
     from costmodel.specs.load import load_model
     from costmodel.strategies.flops import step_flops
 
@@ -105,7 +105,7 @@ def comm(
 
     Example: cost4d comm --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --tokens 4096
     """
-    from costmodel import report
+    from costmodel import report_calc as report
     from costmodel.specs.load import load_hardware, load_model, load_recipe
     from costmodel.strategies.comm import timed_collectives
 
