@@ -146,3 +146,22 @@ def test_spec_file_works_where_a_name_does(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text('kind = "ffn"\nd_model = 16384\nd_ff = 53248\nlayers = 126\n')
     assert run_json("memory", "--model", str(path))["params"] == 219_848_638_464
+
+
+TRANSFORMER_BAD = [
+    (["memory", "--model", "llama3-8b", "--tp", "3"], "--tp 3 does not divide the attention heads"),
+    (["memory", "--model", "llama3-8b", "--tp", "16"], "--tp 16 does not divide the KV heads"),
+    (["memory", "--model", "llama3-8b", "--pp", "33"], "more than the model's 32 layers"),
+    (["memory", "--model", "llama3-8b", "--cp", "3", "--tokens", "8192"], "--cp 3 does not divide --tokens"),
+    (["memory", "--model", "llama3-8b", "--cp", "3", "--tokens", "8190"], "does not divide the sequence length"),
+    (["memory", "--model", "llama3-8b", "--pp", "4", "--microbatches", "2"], "needs --microbatches >= --pp"),
+    (["memory", "--model", "llama3-8b", "--recompute", "every:x"], "every:K"),
+]
+
+
+@pytest.mark.parametrize("args, needle", TRANSFORMER_BAD)
+def test_transformer_layouts_that_cannot_run(args, needle):
+    result = cost4d(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr

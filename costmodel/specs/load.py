@@ -86,7 +86,17 @@ def load_model(name: str):
         return _model_from(data, str(path))
     if name not in BUILTIN_MODELS:
         raise _unknown("model", name, list(BUILTIN_MODELS))
-    return _model_from(BUILTIN_MODELS[name], name)
+    return builtin_model(name)
+
+
+def builtin_model(name: str):
+    """A built-in model without re-validation: the catalog is ours, and tests/test_specs.py validates
+    every entry; skipping it keeps the schema build off the CLI's cold start."""
+    from costmodel.specs.catalog import BUILTIN_MODELS
+    from costmodel.specs.model import FFNStack, Transformer
+
+    data = BUILTIN_MODELS[name]
+    return {"ffn": FFNStack, "transformer": Transformer}[data["kind"]].model_construct(**data)
 
 
 def _model_from(data: dict, where: str):

@@ -25,5 +25,7 @@ def check_layout(model, layout: Layout) -> None:
             _divides(layout.tp, "--tp", model.heads, "the attention heads")
             _divides(layout.tp, "--tp", model.kv_heads, "the KV heads")
             _divides(layout.tp, "--tp", model.ffn_hidden, "the MLP hidden size (F)")
+    if layout.cp > 1 and not isinstance(model, FFNStack) and model.seq_len % layout.cp:
+        raise CostModelError(f"--cp {layout.cp} does not divide the sequence length {model.seq_len:,} of {model.name}")
     if layout.sp and layout.tokens % layout.tp:
         raise CostModelError(f"--tp {layout.tp} with --sp does not divide --tokens {layout.tokens}")

@@ -1,0 +1,48 @@
+"""Specs: every built-in model and shipped device validates; unknown fields are rejected."""
+
+import pytest
+from pydantic import ValidationError
+
+from costmodel.specs.catalog import BUILTIN_MODELS
+from costmodel.specs.hardware import Hardware
+from costmodel.specs.load import builtin_model, hardware_names, load_hardware, read_file, hardware_dir
+from costmodel.specs.model import FFNStack, Transformer
+from costmodel.specs.recipe import RECIPES, Recipe
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_MODELS))
+def test_builtin_models_validate_and_construct_alike(name):
+    """load_model skips validation for built-ins (speed); validating gives the very same spec."""
+    data = BUILTIN_MODELS[name]
+    validated = {"ffn": FFNStack, "transformer": Transformer}[data["kind"]].model_validate(data)
+    assert validated == builtin_model(name)
+    assert validated.source
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_recipes_validate(name):
+    assert Recipe.model_validate(RECIPES[name].model_dump()) == RECIPES[name]
+
+
+def test_every_shipped_device_loads_with_sources():
+    names = hardware_names()
+    assert len(names) >= 10
+    for name in names:
+        spec = load_hardware(name)
+        assert spec.name == name
+        assert spec.peak_flops.source and spec.hbm.source and all(level.source for level in spec.network)
+
+
+def test_unknown_fields_are_rejected():
+    data = read_file(hardware_dir() / "h100-sxm.toml")
+    data["hbm"]["colour"] = "green"
+    with pytest.raises(ValidationError, match="colour"):
+        Hardware.model_validate(data)
+    with pytest.raises(ValidationError):
+        FFNStack(name="x", d_model=1, d_ff=1, layers=1, width=3)
+
+
+def test_specs_are_frozen():
+    spec = FFNStack.model_validate(BUILTIN_MODELS["xxl"])
+    with pytest.raises(ValidationError):
+        spec.layers = 3
