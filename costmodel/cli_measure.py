@@ -140,13 +140,15 @@ def bench_gpu(
     device: Annotated[str, typer.Option(help="cuda, cuda:1, or cpu (a smoke run).")] = "cuda",
     iters: Annotated[int, typer.Option(help="Timed iterations.")] = 10,
     small: Annotated[bool, typer.Option("--small", help="Tiny shapes (for CPU smoke tests).")] = False,
+    hardware: o.HardwareOpt = None,
 ) -> None:
     """bf16 matmul throughput, memory-copy bandwidth, and an FFN training step's MFU and peak memory
-    against cost4d's own prediction of both."""
+    against cost4d's own prediction of both (the time and MFU prediction with --hardware, e.g. h100-sxm)."""
     from costmodel.bench.gpu import run
     from costmodel.measure.results import write_atomically
+    from costmodel.specs.load import load_hardware
 
-    doc = run(device, iters=iters, small=small)
+    doc = run(device, iters=iters, small=small, hardware=load_hardware(hardware) if hardware else None)
     write_atomically(out, doc)
     step = doc["ffn_step"]
     typer.echo(f"{out}: best bf16 matmul {max(r['flops_per_s'] for r in doc['matmul_bf16']) / 1e12:.1f} TFLOP/s; "

@@ -58,9 +58,11 @@ def test_unknown_collective_is_one_line(tmp_path):
 def test_bench_gpu_smoke_on_cpu(tmp_path):
     """The single-device benchmark runs end to end (on CPU here; on a GPU with --device cuda)."""
     out = tmp_path / "gpu.json"
-    result = cost4d("bench", "gpu", "--out", str(out), "--device", "cpu", "--small", "--iters", "1")
+    result = cost4d("bench", "gpu", "--out", str(out), "--device", "cpu", "--small", "--iters", "1",
+                    "--hardware", "h100-sxm")
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
     step = doc["ffn_step"]
     assert step["flops"] == 12 * 256 * 1024 * 2 * 512 - 2 * 256 * 1024 * 512  # (12 DFL - 2DF) T, L = 2
     assert step["predicted_memory_bytes"] > 0 and doc["matmul_bf16"][0]["flops_per_s"] > 0
+    assert step["predicted_seconds"] > 0 and 0 < step["predicted_mfu"] <= 1  # the prediction is there to compare

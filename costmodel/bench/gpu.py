@@ -42,7 +42,7 @@ def copy_bandwidth(device, nbytes: int, iters: int) -> dict:
     return {"bytes": nbytes, "seconds": t, "bytes_per_s": 2 * nbytes / t}  # read + write
 
 
-def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters: int) -> dict:
+def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters: int, hardware=None) -> dict:
     """A training step of the FFN stack (bf16 autocast, fp32 AdamW) against cost4d's predictions."""
     from costmodel.specs.layout import Layout
     from costmodel.specs.model import FFNStack
@@ -71,14 +71,22 @@ def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters
     t = _timed(step, device, iters)
     predicted = memory_breakdown(spec, RECIPES["cs336"], Layout(tokens=tokens))
     flops = step_flops(spec, Layout(tokens=tokens)).total
-    return {"d_model": d_model, "d_ff": d_ff, "layers": layers, "tokens": tokens, "seconds": t,
-            "flops": flops, "flops_per_s": flops / t,
-            "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
-            "predicted_memory_bytes": predicted.total_bytes,
-            "predicted_components": predicted.components}
+    out = {"d_model": d_model, "d_ff": d_ff, "layers": layers, "tokens": tokens, "seconds": t,
+           "flops": flops, "flops_per_s": flops / t,
+           "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+           "predicted_memory_bytes": predicted.total_bytes,
+           "predicted_components": predicted.components}
+    if hardware is not None:  # cost4d's own prediction of the step, to compare with the measurement
+        from costmodel.strategies.step import step_breakdown
+
+        b = step_breakdown(spec, RECIPES["cs336"], Layout(tokens=tokens), hardware)
+        peak = hardware.flops("bf16")
+        out.update(hardware=hardware.name, predicted_seconds=b.step_s, predicted_mfu=b.mfu,
+                   measured_mfu=flops / (t * peak), time_error_pct=100 * (b.step_s - t) / t)
+    return out
 
 
-def run(device_name: str, *, iters: int, small: bool) -> dict:
+def run(device_name: str, *, iters: int, small: bool, hardware=None) -> dict:
     device = torch.device(device_name)
     dtype = torch.bfloat16
     shapes = [(256, 256, 256), (512, 512, 512)] if small else SHAPES
@@ -88,4 +96,4 @@ def run(device_name: str, *, iters: int, small: bool) -> dict:
            "torch": torch.__version__, "cuda": torch.version.cuda}
     return {"format": "cost4d-gpu-bench/1", "environment": env, "matmul_bf16": matmuls(device, dtype, iters, shapes),
             "copy": copy_bandwidth(device, (1 << 20) if small else (1 << 30), iters),
-            "ffn_step": ffn_step(device, iters=iters, **ffn)}
+            "ffn_step": ffn_step(device, iters=iters, hardware=hardware, **ffn)}
