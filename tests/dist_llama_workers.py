@@ -83,7 +83,7 @@ def block_plan(*, sp: bool, per_module: bool) -> dict:
     return plan
 
 
-def tp_step(spec, tokens, *, sp, per_module):
+def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW):
     """bf16 parameters; embedding and lm_head replicated (not split).
 
     With ``sp`` the embedding's output is cut to this rank's sequence shard, the final norm runs
@@ -101,7 +101,7 @@ def tp_step(spec, tokens, *, sp, per_module):
             "lm_head": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
                                           use_local_output=True),
         })
-    return training_step(model, tokens)
+    return training_step(model, tokens, optimizer)
 
 
 class Stage(nn.Module):
@@ -186,6 +186,8 @@ CASES = {
     "tp": (tp_step, {"sp": False, "per_module": True}),
     "tp-per-linear": (tp_step, {"sp": False, "per_module": False}),
     "sp": (tp_step, {"sp": True, "per_module": True}),
+    # SGD reads each gradient once: the Partial norm gradients are all-reduced once each, as predicted
+    "sp-sgd": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD}),
     "sp-per-linear": (tp_step, {"sp": True, "per_module": False}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
     "pp-1f1b": (pp_step, {"schedule": "1f1b"}),

@@ -149,9 +149,10 @@ class PythonApiLog:
                 setattr(module, name, fn)
 
 
-def training_step(model, x):
-    """Forward, backward of out.sum(), AdamW step; every collective labelled with its phase."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def training_step(model, x, optimizer=torch.optim.AdamW):
+    """Forward, backward of out.sum(), optimizer step (AdamW by default); every collective labelled
+    with its phase."""
+    opt = optimizer(model.parameters(), lr=1e-3)
     dispatch = DispatchLog()
     api = PythonApiLog(dispatch)
     with api.patched(), dispatch:

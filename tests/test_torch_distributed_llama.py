@@ -15,11 +15,12 @@ and marked xfail(strict) in the plain comparison:
   ColwiseParallel on a plain tensor): every one of them all-reduces its input gradient, 5 backward
   all-reduces per layer instead of 2. With one PrepareModuleInput per attention and per MLP (as
   torchtitan does, and as Megatron's fused QKV / gate-up matrices do) it is 2, as cost4d predicts.
-- Sequence parallel, with embedding and lm_head replicated: one all-gather of the T x D output
-  gradient at the embedding (backward) and one of the T x D lm_head input (forward), outside the
-  layers' pairs; and the norms' weight gradients come out of backward as Partial DTensors, which
-  AdamW all-reduces in the optimizer step each time it reads them (3 times per norm: lerp_ for
-  m, addcmul_(g, g) for v), 2L + 1 norms of D bf16 elements. Megatron all-reduces those once.
+- Sequence parallel, with embedding and lm_head replicated (Layout tp_ends="replicated"): the one
+  all-gather of the T x D output gradient at the embedding (backward) and of the T x D lm_head input
+  (forward) are predicted; the norms' weight gradients come out of backward as Partial DTensors,
+  which AdamW all-reduces in the optimizer step each time it reads them (3 times per norm: lerp_
+  for m, addcmul_(g, g) for v), 2L + 1 norms of D bf16 elements, where cost4d (like Megatron)
+  predicts one all-reduce per norm: torch sends 2 (2L + 1) more.
   Per-linear SP plans also gather the input once per column-wise linear (5 per layer, not 2).
 
 Pipeline (torch.distributed.pipelining, PipelineStage per rank, GPipe and 1F1B, M micro-batches;
@@ -74,9 +75,8 @@ def extra_tp_per_linear(w):
 
 
 def extra_sp(w):
-    return [("all-gather", "forward", ACT, w, 1),  # lm_head input, Shard(1) -> Replicate
-            ("all-gather", "backward", ACT, w, 1),  # embedding output gradient, Shard(1) -> Replicate
-            ("all-reduce", "optimizer", NORM, w, 3 * NORMS)]  # Partial norm gradients, 3 reads each
+    # Partial norm gradients: cost4d predicts one all-reduce each (Megatron); AdamW reduces on each of 3 reads
+    return [("all-reduce", "optimizer", NORM, w, (3 - 1) * NORMS)]
 
 
 def extra_sp_per_linear(w):
@@ -89,8 +89,8 @@ XFAIL = {
                            "passed to it; cost4d's Layout means the root left at None (kept gathered)",
     "tp-per-linear": "one backward all-reduce per column-wise linear (5 per layer); cost4d models one "
                      "per column/row pair (2 per layer), what one PrepareModuleInput per module gives",
-    "sp": "SP around replicated embedding / lm_head: +1 all-gather forward, +1 backward; norm weight "
-          "gradients left Partial, all-reduced 3 times each by AdamW; cost4d models the layers' pairs only",
+    "sp": "norm weight gradients left Partial, all-reduced by AdamW on each of its 3 reads; cost4d predicts "
+          "one all-reduce per norm (Megatron)",
     "sp-per-linear": "as sp, and one all-gather forward / reduce-scatter backward per column-wise linear",
 }
 
@@ -104,11 +104,13 @@ CASES = [
      "data_comm.py data_collectives, zero_stage 3 (torch's default: blocks resharded, root kept)"),
     ("fsdp2-root-explicit", lambda w: Layout(fsdp=w, reshard_after_forward=True), extra_fsdp_root_regathered,
      "data_comm.py data_collectives, root unit"),
-    ("tp", lambda w: Layout(tp=w, tokens=T), None, "tensor_comm.py tensor_collectives, 2 pairs per layer"),
-    ("tp-per-linear", lambda w: Layout(tp=w, tokens=T), extra_tp_per_linear,
+    ("tp", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated"), None, "tensor_comm.py tensor_collectives, 2 pairs per layer"),
+    ("tp-per-linear", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated"), extra_tp_per_linear,
      "tensor_comm.py tensor_collectives, 2 pairs per layer"),
-    ("sp", lambda w: Layout(tp=w, sp=True, tokens=T), extra_sp, "tensor_comm.py tensor_collectives, sp=True"),
-    ("sp-per-linear", lambda w: Layout(tp=w, sp=True, tokens=T), extra_sp_per_linear,
+    ("sp", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated"), extra_sp, "tensor_comm.py tensor_collectives, sp=True"),
+    ("sp-sgd", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated"), None,
+     "tensor_comm.py tensor_collectives and model_end_collectives, sp=True (SGD: one read per gradient)"),
+    ("sp-per-linear", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated"), extra_sp_per_linear,
      "tensor_comm.py tensor_collectives, sp=True"),
 ]
 PP_CASES = [("pp-gpipe", "gpipe"), ("pp-1f1b", "1f1b")]

@@ -47,6 +47,9 @@ class Layout(Spec):
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
     chunks: Degree = Field(1, description="v: model chunks per device (interleaved 1F1B)")
     cp_kind: Literal["ring", "a2a"] = Field("ring", description="context parallel: ring attention or all-to-all")
+    tp_ends: Literal["vocab-parallel", "replicated"] = Field(
+        "vocab-parallel", description="embedding and output layer under TP: split over the vocabulary "
+        "(Megatron, torchtitan) or kept whole on every TP rank")
     grad_accum: Degree = Field(1, description="gradient-accumulation steps per optimizer step")
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from costmodel.strategies.data_comm import data_collectives
 from costmodel.strategies.memory import heaviest_stage
 from costmodel.strategies.network import AxisLink, axis_link
 from costmodel.strategies.stages import block_params_per_device, stage_layer_counts, stage_params_per_device
-from costmodel.strategies.tensor_comm import tensor_collectives
+from costmodel.strategies.tensor_comm import model_end_collectives, tensor_collectives
 
 
 def step_collectives(model, recipe: Recipe, layout: Layout) -> list[Collective]:
@@ -45,6 +45,14 @@ def step_collectives(model, recipe: Recipe, layout: Layout) -> list[Collective]:
             tokens=tokens, width=width, layers=layers, tp=layout.tp, act_bytes=recipe.activation_bytes,
             sp=layout.sp, pairs_per_layer=1 if model.kind == "ffn" else 2,
             first_input_grad=model.kind != "ffn" or model.input_requires_grad)
+    if layout.tp > 1 and model.kind == "transformer":
+        first, last = stage == 0, stage == layout.pp - 1
+        per_step = model_end_collectives(
+            tokens=tokens, width=model.hidden, tp=layout.tp, act_bytes=recipe.activation_bytes, sp=layout.sp,
+            ends=layout.tp_ends, first=first, last=last, norms=2 * layers + (1 if last else 0),
+            grad_bytes=recipe.grad_comm_bytes)
+        per_micro += [c for c in per_step if c.phase != "optimizer"]
+        out += [c for c in per_step if c.phase == "optimizer"]
     if layout.cp > 1 and model.kind == "transformer":
         per_micro += context_collectives(
             tokens=layout.tokens, heads=model.heads // layout.tp, kv_heads=model.kv_heads // layout.tp,
