@@ -85,3 +85,6 @@ HsdpOpt = Annotated[Optional[int], typer.Option(
     help="HSDP: shard within groups of this many devices, replicate across (sets --fsdp, --dp).",
     rich_help_panel=_ADV)]
 AccumOpt = Annotated[int, typer.Option(help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
+TpEndsOpt = Annotated[str, typer.Option(
+    help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
+    rich_help_panel=_ADV)]
