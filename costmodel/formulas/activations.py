@@ -53,7 +53,7 @@ def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropo
     tests/test_torch_llama_activations.py). ``head_dim`` and ``act_bytes`` matter without flash only.
     """
     if flash:
-        return 4 * heads + 0 * head_dim * act_bytes
+        return 4 * heads
     dropped = (1 + act_bytes) * heads * seq_len if dropout else 0
     return act_bytes * heads * seq_len + dropped
 

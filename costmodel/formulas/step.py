@@ -32,4 +32,4 @@ def exposed_seconds(*, comm, hidden_behind, overlap):
     ('overlap': max(0, comm - compute it runs beside), as DDP/FSDP overlap with backward)."""
     if overlap == "none":
         return comm
-    return maximum(comm - hidden_behind, 0 * comm)
+    return maximum(comm - hidden_behind, 0)
