@@ -1,13 +1,11 @@
-"""max/min/ceil that work on numbers, numpy arrays and sympy expressions alike.
+"""max and min that work on numbers, numpy arrays and sympy expressions alike.
 
-Formulas call these instead of builtins so one function body serves three uses
+Formulas call these instead of the builtins so one function body serves three uses
 (``shared/reference/style.md``, "One formula, three uses"). The type test looks at the
 module name, so neither numpy nor sympy is imported on the numeric path.
 """
 
 from __future__ import annotations
-
-import math
 
 
 def _family(*values) -> str:
@@ -47,16 +45,3 @@ def minimum(a, b):
         return numpy.minimum(a, b)
     return min(a, b)
 
-
-def ceil(a):
-    """Smallest integer >= a (``ceiling`` for symbols)."""
-    family = _family(a)
-    if family == "sympy":
-        import sympy
-
-        return sympy.ceiling(a)
-    if family == "numpy":
-        import numpy
-
-        return numpy.ceil(a)
-    return math.ceil(a)

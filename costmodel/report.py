@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.units import UnitSystem, format_bytes
+from costmodel.units import UnitSystem, format_bytes, in_unit
 
 COMPONENT_LABELS = {
     "weights": "low-precision weights",
@@ -40,10 +40,6 @@ def devices_worth(state_bytes: float, hardware) -> list[dict]:
     return [{"convention": key, "capacity_bytes": number(cap), "label": label,
              "ratio": state_bytes / cap, "devices": math.ceil(state_bytes / cap)}
             for key, label, cap in readings]
-
-
-def bytes_cell(value: float, units: UnitSystem) -> str:
-    return format_bytes(value, units)
 
 
 def emit_json(payload: dict) -> None:
@@ -181,11 +177,11 @@ def _print_stages(out, breakdown, pipe: dict, units) -> None:
 
 
 def _unit(units) -> str:
-    return "GB" if units == UnitSystem.si else "GiB"
+    return in_unit(0, units)[1]
 
 
 def _in(value, units) -> str:
-    return f"{value / (1e9 if units == UnitSystem.si else 2**30):,.2f}"
+    return f"{in_unit(value, units)[0]:,.2f}"
 
 
 def _memory_symbolic(model, recipe, layout, breakdown) -> dict:

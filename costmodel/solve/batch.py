@@ -7,7 +7,7 @@ forward pass and 12 for a whole step (the book's FSDP + TP row: 4 + 8 FLOPs and 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
@@ -95,6 +95,3 @@ def check_problem(p: BatchProblem) -> None:
         if not getattr(p, name) > 0:
             raise CostModelError(f"{flag} must be positive (got {getattr(p, name)})")
 
-
-def with_overlap(p: BatchProblem, overlap: str) -> BatchProblem:
-    return replace(p, overlap=overlap)

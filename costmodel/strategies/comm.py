@@ -13,21 +13,21 @@ from costmodel.strategies import checks
 from costmodel.strategies.collective import Collective
 from costmodel.strategies.context_comm import context_collectives
 from costmodel.strategies.data_comm import data_collectives
-from costmodel.strategies.memory import heaviest_stage
+from costmodel.strategies.memory import stage_with_most_params
 from costmodel.strategies.network import AxisLink, axis_link
 from costmodel.strategies.stages import block_params_per_device, stage_layer_counts, stage_params_per_device
 from costmodel.strategies.tensor_comm import model_end_collectives, tensor_collectives
 
 
 def step_collectives(model, recipe: Recipe, layout: Layout) -> list[Collective]:
-    """Every collective one device of the heaviest stage joins in one optimizer step.
+    """Every collective one device of the stage with the most parameters joins in one optimizer step.
 
     A step runs k = grad_accum x m micro-batches (m pipeline micro-batches). DDP and ZeRO-1/2 reduce
     gradients once per step; FSDP gathers and reduce-scatters for every micro-batch (FSDP2's default,
     which reshards after each backward), so its calls scale by k like those of TP, CP and PP.
     """
     checks.check_layout(model, layout)
-    stage = heaviest_stage(model, layout)
+    stage = stage_with_most_params(model, layout)
     layers = stage_layer_counts(model.layers, layout.pp)[stage]
     p_dev = stage_params_per_device(model, layout, stage)
     data = data_collectives(

@@ -82,13 +82,9 @@ def weight_copies(model, recipe: Recipe, layout: Layout, params_per_device: int,
         params=params_per_device, compute_bytes=recipe.compute_bytes, unsaved_params=unsaved)
 
 
-def params_per_device(model, layout: Layout) -> int:
-    """Parameters of the heaviest pipeline stage on one TP rank (before data-axis sharding)."""
-    return max(stages.stage_params_per_device(model, layout, i) for i in range(layout.pp))
-
-
-def heaviest_stage(model, layout: Layout) -> int:
-    """The stage whose device holds the most parameters (stage 0 on ties)."""
+def stage_with_most_params(model, layout: Layout) -> int:
+    """The stage whose device holds the most parameters (stage 0 on ties): the one with the most
+    data-axis traffic. (Memory reports the stage with the largest total, usually the same.)"""
     sizes = [stages.stage_params_per_device(model, layout, i) for i in range(layout.pp)]
     return sizes.index(max(sizes))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from costmodel.errors import CostModelError
 from costmodel.formulas import params as pa
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import FFNStack
@@ -10,9 +9,8 @@ from costmodel.strategies import model as mq
 
 
 def stage_layer_counts(layers: int, stages: int) -> list[int]:
-    """L split over p stages: L // p each, the first L % p stages one more (uneven splits allowed)."""
-    if stages > layers:
-        raise CostModelError(f"--pp {stages} is more than the model's {layers} layers")
+    """L split over p stages: L // p each, the first L % p stages one more (uneven splits allowed;
+    checks.check_layout rejects p > L)."""
     base, extra = divmod(layers, stages)
     return [base + (1 if i < extra else 0) for i in range(stages)]
 
