@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report import console, emit_json, table
-from costmodel.units import format_bytes
+from costmodel.units import UnitSystem, format_bytes
 
 
 def _rows_json(rows) -> list[dict]:
@@ -33,7 +33,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
               "collective", "algorithm", ">size", ">measured", ">predicted", ">error")
     for r in rows:
         if r.bytes >= min_bytes:
-            t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, _iec()), f"{r.measured_s * 1e6:,.1f} us",
+            t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), f"{r.measured_s * 1e6:,.1f} us",
                       f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
     c.print(t)
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
@@ -48,19 +48,14 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         _print_summary(c, "calibrated", summary(after, min_bytes), min_bytes)
         if out:
             c.print(f"Calibrated spec written to {out}; use it with --hardware {out}")
-    c.print(f"Rows below {format_bytes(min_bytes, _iec())} are left out of the table and the medians "
+    c.print(f"Rows below {format_bytes(min_bytes, UnitSystem.iec)} are left out of the table and the medians "
             "(latency-dominated).")
 
 
 def _print_summary(c, label: str, s: dict, min_bytes: int) -> None:
     parts = ", ".join(f"{k}: {v:.1f}%" for k, v in s["per_collective"].items() if v is not None)
     overall = s["median_abs_error_pct"]
-    floor = format_bytes(min_bytes, _iec())
+    floor = format_bytes(min_bytes, UnitSystem.iec)
     c.print(f"Median |error|, sizes >= {floor}, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
             else f"No rows >= {floor} ({label}).")
 
-
-def _iec():
-    from costmodel.units import UnitSystem
-
-    return UnitSystem.iec
