@@ -1,31 +1,38 @@
-"""max and min that work on numbers, numpy arrays and sympy expressions alike.
+"""Operations that work on numbers, numpy arrays and sympy expressions alike.
 
-Formulas call these instead of the builtins so one function body serves three uses
-(``shared/reference/style.md``, "One formula, three uses"). The type test looks at the
-module name, so neither numpy nor sympy is imported on the numeric path.
+Formulas and the wiring call these instead of builtins or ``if`` so one function body serves
+three uses (``shared/reference/style.md``, "One wiring, three uses"): a number for the CLI, an
+array for a sweep (one element per layout), an expression for printing and solving. A choice
+that depends on a value is a :func:`where`, never an ``if``. The type test looks at the module
+name, so neither numpy nor sympy is imported on the numeric path.
+
+Convention for symbols: a degree that appears as a letter stands for a degree above 1 (the
+symbolic view writes a literal 1 for every axis of degree 1), so :func:`above_one` is true for it.
 """
 
 from __future__ import annotations
 
 
-def _family(*values) -> str:
+def family(*values) -> str:
+    """'sympy' if any value is a sympy object, else 'numpy' if any is a numpy one, else 'number'."""
+    found = "number"
     for v in values:
         module = type(v).__module__
         if module.startswith("sympy"):
             return "sympy"
         if module.startswith("numpy"):
-            return "numpy"
-    return "number"
+            found = "numpy"
+    return found
 
 
 def maximum(a, b):
     """max(a, b), elementwise for arrays, ``Max`` for symbols."""
-    family = _family(a, b)
-    if family == "sympy":
+    kind = family(a, b)
+    if kind == "sympy":
         import sympy
 
         return sympy.Max(a, b)
-    if family == "numpy":
+    if kind == "numpy":
         import numpy
 
         return numpy.maximum(a, b)
@@ -34,14 +41,103 @@ def maximum(a, b):
 
 def minimum(a, b):
     """min(a, b), elementwise for arrays, ``Min`` for symbols."""
-    family = _family(a, b)
-    if family == "sympy":
+    kind = family(a, b)
+    if kind == "sympy":
         import sympy
 
         return sympy.Min(a, b)
-    if family == "numpy":
+    if kind == "numpy":
         import numpy
 
         return numpy.minimum(a, b)
     return min(a, b)
 
+
+def where(condition, a, b):
+    """``a`` where ``condition`` holds, else ``b``: a branch on a value, for all three kinds.
+
+    Python bools pick; numpy masks select elementwise; sympy relations give a ``Piecewise``.
+    """
+    if isinstance(condition, bool):
+        return a if condition else b
+    kind = family(condition, a, b)
+    if kind == "sympy":
+        import sympy
+
+        if condition in (sympy.true, sympy.false):
+            return a if condition == sympy.true else b
+        if sympy.sympify(a) == sympy.sympify(b):
+            return a
+        return sympy.Piecewise((a, condition), (b, True))
+    if kind == "numpy":
+        import numpy
+
+        return numpy.where(condition, a, b)
+    return a if condition else b
+
+
+def above_one(degree):
+    """Whether a parallel degree is above 1 (a letter always is, by the convention above)."""
+    if family(degree) == "sympy":
+        import sympy
+
+        return sympy.true if degree.free_symbols else sympy.sympify(degree > 1)
+    return degree > 1
+
+
+def equals(a, b):
+    """a == b as a condition: a bool, a mask, or a sympy ``Eq`` (a letter degree is above 1, so not 1)."""
+    if family(a, b) == "sympy":
+        import sympy
+
+        if b == 1 and getattr(a, "free_symbols", None):
+            return sympy.false
+        return sympy.Eq(a, b)
+    return a == b
+
+
+def indicator(condition):
+    """1 where ``condition`` holds, else 0 (a mask to multiply by)."""
+    return where(condition, 1, 0)
+
+
+def exact_div(a, b):
+    """a / b where the layout's checks guarantee b divides a: an int for ints, a fraction for symbols."""
+    if family(a, b) == "sympy":
+        return a / b
+    if _is_float(a) or _is_float(b):
+        return a / b
+    return a // b
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, float) or getattr(getattr(value, "dtype", None), "kind", "") == "f"
+
+
+def ceil_div(a, b):
+    """ceil(a / b) for positive integers: the larger share of an uneven split."""
+    if family(a, b) == "sympy":
+        import sympy
+
+        return sympy.ceiling(a / b)
+    return -(-a // b)
+
+
+def floor_div(a, b):
+    """floor(a / b) for positive integers: the smaller share of an uneven split."""
+    if family(a, b) == "sympy":
+        import sympy
+
+        return sympy.floor(a / b)
+    return a // b
+
+
+def total(values):
+    """Sum that starts from the first term, so a sum of arrays stays an array and of symbols an expression."""
+    values = list(values)
+    if not values:
+        return 0
+    out = values[0]
+    for v in values[1:]:
+        out = out + v
+    return out

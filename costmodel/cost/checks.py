@@ -1,0 +1,28 @@
+"""Whether a layout can run a model: every axis's rules, as one error (one layout) or a mask (many)."""
+
+from __future__ import annotations
+
+from costmodel.errors import CostModelError
+from costmodel.parallel import context, data, pipeline, tensor
+
+AXES = (pipeline, tensor, context, data)
+
+
+def rules(shape, point) -> list:
+    """Every axis's rules, the pipeline's first (a stage count above L makes the rest moot)."""
+    return [rule for axis in AXES for rule in axis.checks(shape, point)]
+
+
+def check(shape, point) -> None:
+    """Raise :class:`CostModelError` naming the first rule a single layout breaks."""
+    for rule in rules(shape, point):
+        if not rule.ok:
+            raise CostModelError(rule.message())
+
+
+def valid(shape, point):
+    """A mask over the layouts of an array point: True where every rule holds."""
+    mask = True
+    for rule in rules(shape, point):
+        mask = mask & rule.ok
+    return mask

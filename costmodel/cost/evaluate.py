@@ -1,0 +1,81 @@
+"""The aggregator's one entry point: memory, FLOPs, collectives and step time of a layout.
+
+``evaluate(shape, recipe, point, hardware)`` runs the same wiring whatever the point holds:
+
+* numbers (``Point.of(layout)``): one layout, checked, every stage, labels for the tables;
+* numpy arrays (``Point(tp=array, ...)``): one element per layout, a ``valid`` mask instead of errors;
+* sympy letters (``point.symbolic()``, ``shape.symbolic()``): the formulas ``--symbolic`` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.cost import checks
+from costmodel.cost.collectives import Timed, step_collectives, timed
+from costmodel.cost.flops import StepFlops, step_flops
+from costmodel.cost.memory import StageMemory, heaviest_total, stages_memory
+from costmodel.cost.point import Point
+from costmodel.cost.shape import Shape
+from costmodel.cost.step import StepTime, step_time
+from costmodel.mathops import family, total
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Everything cost4d says about one layout (or an array of layouts, or their formula)."""
+
+    shape: Shape
+    point: Point
+    stages: list[StageMemory]  # every stage (one layout) or the three that contain the heaviest
+    memory_bytes: object  # the heaviest stage's total per device
+    flops: StepFlops
+    collectives: list  # Collective, or Timed with a hardware
+    step: StepTime | None
+    valid: object = True  # arrays: the mask of layouts every axis accepts
+
+    @property
+    def heaviest(self) -> StageMemory:
+        """The heaviest stage of a single layout (the first of equals)."""
+        return max(self.stages, key=lambda s: s.total_bytes)
+
+    @property
+    def bytes_sent(self):
+        """Bytes one device sends per step, over every collective."""
+        return total(_collective(c).bytes_sent for c in self.collectives)
+
+    @property
+    def comm_seconds(self):
+        """Sum of every collective's time (no overlap)."""
+        return total(c.seconds for c in self.collectives)
+
+
+def _collective(row):
+    return row.collective if isinstance(row, Timed) else row
+
+
+def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
+             seq_len=None) -> Cost:
+    """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model)."""
+    kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
+                  shape.width, shape.layers)
+    valid = True
+    if kind == "number":
+        checks.check(shape, point)
+    elif kind == "numpy":
+        valid = checks.valid(shape, point)
+    stages = stages_memory(shape, recipe, point)
+    memory_bytes = heaviest_total(stages)
+    flops = step_flops(shape, point, seq_len)
+    rows = step_collectives(shape, recipe, point)
+    step = None
+    if hardware is not None:
+        rows = timed(hardware, point, rows, labels=kind == "number")
+        if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
+            step = step_time(shape, recipe, point, hardware, flops, rows, overlap)
+    return Cost(shape, point, stages, memory_bytes, flops, rows, step, valid)
+
+
+def evaluate_layout(model, recipe, layout, hardware=None, **options) -> Cost:
+    """:func:`evaluate` for specs and a validated Layout (what the CLI and the api call)."""
+    return evaluate(Shape.of(model), recipe, Point.of(layout), hardware, **options)

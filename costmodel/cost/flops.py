@@ -1,0 +1,64 @@
+"""FLOPs of one step: per token (model and hardware), per replica step, per device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.cost.stage import recomputed_layers
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    forward_per_token: object
+    backward_per_token: object
+    tokens: object  # tokens of one model replica's micro-batch
+    devices_per_replica: object  # tp x pp x cp share one replica's work
+    recompute_per_token: object = 0  # forward FLOPs run again in backward (HFU counts them, MFU not)
+
+    @property
+    def per_token(self):
+        """Model FLOPs per token (MFU's numerator)."""
+        return self.forward_per_token + self.backward_per_token
+
+    @property
+    def hardware_per_token(self):
+        """What the hardware runs: model FLOPs + recomputation (HFU's numerator)."""
+        return self.per_token + self.recompute_per_token
+
+    @property
+    def forward(self):
+        return self.forward_per_token * self.tokens
+
+    @property
+    def backward(self):
+        return self.backward_per_token * self.tokens
+
+    @property
+    def total(self):
+        return self.per_token * self.tokens
+
+    @property
+    def per_device(self):
+        """Even split of one replica's FLOPs over its tp x pp x cp devices."""
+        return self.total / self.devices_per_replica
+
+
+def recompute_flops_per_token(shape, point, seq_len=None):
+    """Forward FLOPs recomputation adds per token: the recomputed layers' forward (full, every:K) or
+    the attention core's Q K^T and A V (selective; Korthikanti et al. 2022, arXiv:2205.05198, Sec. 5)."""
+    if point.recompute == "selective":
+        return shape.layers * shape.attention_score_flops_per_token(seq_len)
+    return recomputed_layers(shape.layers, point) * shape.layer_forward_flops_per_token(seq_len)
+
+
+def step_flops(shape, point, seq_len=None) -> StepFlops:
+    """Forward and backward FLOPs of one micro-batch of ``point.tokens`` tokens per replica."""
+    return StepFlops(forward_per_token=shape.forward_flops_per_token(seq_len),
+                     backward_per_token=shape.backward_flops_per_token(seq_len),
+                     tokens=point.tokens, devices_per_replica=point.tp * point.pp * point.cp,
+                     recompute_per_token=recompute_flops_per_token(shape, point, seq_len))
+
+
+def six_n_t(params, tokens):
+    """The 6 N T rule of thumb: 6 FLOPs per parameter and token (Kaplan et al. 2020, arXiv:2001.08361, Sec. 2.1)."""
+    return 6 * params * tokens

@@ -1,0 +1,103 @@
+"""Per-device memory by component, for every stage that can be the heaviest, and the heaviest.
+
+Components: persistent state (low-precision weights, master weights, gradients, optimizer state,
+each divided by N where the ZeRO stage shards it), weight copies kept for backward, activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from costmodel.formulas import memory as mem
+from costmodel.mathops import exact_div, maximum, where
+from costmodel.parallel import data
+from costmodel.parallel.pipeline import representative_stages
+from costmodel.cost.stage import Stage, activation_bytes, stage
+
+#: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
+STATE_BYTES = {
+    "weights": "weight_bytes",
+    "master_weights": "master_bytes",
+    "grads": "grad_bytes",
+    "optimizer": "optimizer_bytes",
+}
+
+
+def state_components(*, params, recipe, zero: int, fsdp) -> dict:
+    """Bytes per device of each kind of persistent state the recipe keeps."""
+    out = {}
+    for name, attribute in STATE_BYTES.items():
+        per_param = getattr(recipe, attribute)
+        if per_param:
+            out[name] = mem.state_bytes_per_device(params=params, bytes_per_param=per_param,
+                                                   shards=data.shards(name, recipe, zero, fsdp))
+    return out
+
+
+def weight_copy_kind(recipe, point) -> str:
+    """Which unsharded low-precision weights a device keeps until backward (a single layout's)."""
+    if data.fsdp_active(point.zero, point.fsdp) is True:
+        return "gathered weights" if not point.reshard_after_forward else "none"
+    if recipe.compute_weights == "persistent":
+        return "none"  # autograd saves the kept low-precision parameters themselves
+    return "autocast copies"
+
+
+def weight_copy_bytes(shape, recipe, point, st: Stage):
+    """FSDP: the gathered copy if kept from forward to backward; else autocast's saved bf16 copies
+    b_c (P - P_unsaved), the first stage's first matmuls not saved when the stack is fed with data."""
+    gathered = 0 if point.reshard_after_forward else recipe.compute_bytes * st.params
+    if recipe.compute_weights == "persistent":
+        other = 0
+    else:
+        unsaved = st.role.first * shape.unsaved_first_layer_params()
+        other = mem.autocast_weight_copy_bytes(params=st.params, compute_bytes=recipe.compute_bytes,
+                                               unsaved_params=exact_div(unsaved, point.tp))
+    return where(data.fsdp_active(point.zero, point.fsdp), gathered, other)
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """What one device of one stage holds, and the numbers it was computed from."""
+
+    stage: Stage
+    activation_bytes: object  # A
+    components: dict = field(default_factory=dict)
+
+    @property
+    def total_bytes(self):
+        return sum(self.components.values())
+
+    @property
+    def state_bytes(self):
+        return sum(v for k, v in self.components.items() if k in STATE_BYTES)
+
+
+def stage_memory(shape, recipe, point, st: Stage) -> StageMemory:
+    """Components per device of one stage."""
+    acts = activation_bytes(st, point)
+    out = state_components(params=st.params, recipe=recipe, zero=point.zero, fsdp=point.fsdp)
+    out["weight_copies"] = weight_copy_bytes(shape, recipe, point, st)
+    out["activations"] = mem.sharded_activation_bytes_per_device(activation_bytes=acts,
+                                                                 fraction=point.shard_activations, shards=point.fsdp)
+    return StageMemory(st, acts, out)
+
+
+def stages_memory(shape, recipe, point) -> list[StageMemory]:
+    """Every stage (one layout) or the three that contain the heaviest (arrays, formulas)."""
+    return [stage_memory(shape, recipe, point, stage(shape, recipe, point, role))
+            for role in representative_stages(point.pp)]
+
+
+def heaviest_total(stages: list[StageMemory]):
+    """The largest total over the stages a layout has."""
+    out = None
+    for s in stages:
+        value = where(s.stage.role.exists, s.total_bytes, 0)
+        out = value if out is None else maximum(out, value)
+    return out
+
+
+def heaviest(stages: list[StageMemory]) -> StageMemory:
+    """The heaviest stage of a single layout (the first of equals)."""
+    return max(stages, key=lambda s: s.total_bytes)

@@ -1,0 +1,188 @@
+"""Where each axis's group runs, and the one time model of a collective on it.
+
+Placement: axes are laid out innermost first (tp, cp, fsdp, dp, pp, the Megatron order). A group of
+n ranks of an axis whose inner axes span ``inner`` devices has g = min(n, domain / inner) ranks in
+one fast domain (an NVLink node; at least 1) and n / g such domains. TPU: every axis runs on ICI at
+W_ici M, with M the torus axes it spans (M_X for the data axis, M_Y for tp); a mesh larger than one
+ICI domain puts the data axes on DCN.
+
+Time: :func:`collective_seconds` is the only time model; ``comm``, ``step``, ``solve`` and
+``validate`` all call it. One domain: the level's ring (or NVLS) formula with its latency and
+efficiency. Several: the hierarchical two-level algorithm. A fitted calibration (``cost4d validate
+--fit``) replaces the latency and bandwidth of the level it was fitted on, and is named in the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.errors import CostModelError
+from costmodel.formulas import collective_time as ct
+from costmodel.mathops import above_one, maximum, minimum, where
+
+AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
+PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1, "send/recv": 1}
+#: calibrations that describe what NCCL does by default, in order of preference
+DEFAULT_ALGORITHMS = ("auto", "ring")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a group of ``ranks`` ranks of one axis sits: ``per_domain`` of them share a fast domain."""
+
+    axis: str
+    ranks: object
+    per_domain: object  # g
+    domains: object  # n / g
+    scale: object = 1  # TPU: torus axes M the axis spans (bandwidth W_ici M)
+    dcn: object = False  # TPU: the axis crosses slices over DCN
+
+
+def _degree(point, axis: str):
+    return {"tp": point.tp, "cp": point.cp, "fsdp": point.fsdp, "dp": point.dp, "pp": point.pp}[axis]
+
+
+def placement(hardware, point, axis: str) -> Placement:
+    """Where ``axis`` (tp, cp, fsdp, dp, pp, or data = dp x fsdp as one group) runs."""
+    stop = "fsdp" if axis == "data" else axis
+    inner = 1
+    for name in AXIS_ORDER:
+        if name == stop:
+            break
+        inner = inner * _degree(point, name)
+    ranks = point.data if axis == "data" else _degree(point, axis)
+    if hardware.kind == "tpu":
+        return _tpu_placement(hardware, point, axis, ranks)
+    fast = hardware.network[0]
+    if fast.domain_size is None or len(hardware.network) == 1:
+        return Placement(axis, ranks, ranks, 1)
+    per_domain = minimum(ranks, maximum(fast.domain_size // inner, 1))
+    return Placement(axis, ranks, per_domain, ranks / per_domain)
+
+
+def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
+    ici = hardware.level("ici")
+    data_axis = axis in ("dp", "fsdp", "data")
+    dcn = False
+    if ici.domain_size and data_axis:
+        dcn = point.devices > ici.domain_size
+        if dcn is True and not any(level.kind == "dcn" for level in hardware.network):
+            raise CostModelError(f"{point.devices} chips exceed one {hardware.name} ICI domain "
+                                 f"({ici.domain_size}) and the spec has no 'dcn' level")
+    m = point.my if axis == "tp" else point.mx if data_axis else 1
+    return Placement(axis, ranks, ranks, 1, scale=m, dcn=dcn)
+
+
+def level_label(hardware, where_: Placement) -> str:
+    """The level a single layout's group runs on (for tables)."""
+    if hardware.kind == "tpu":
+        return "dcn" if where_.dcn is True else "ici"
+    if where_.domains <= 1:
+        return hardware.network[0].name
+    return f"{hardware.network[0].name}+{hardware.network[-1].name}"
+
+
+def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
+    """(latency, bandwidth, label) fitted for ``op`` on ``level``: the fit at these ranks, else the one
+    at the most ranks; None where nothing was fitted. Values are where()-selected for arrays."""
+    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
+    fits = []
+    for name in wanted:
+        fits = [c for c in hardware.calibration if (c.collective, c.algorithm, c.level) == (op, name, level)]
+        if fits:
+            break
+    if not fits:
+        return None
+    fits.sort(key=lambda c: c.ranks)
+    latency, bandwidth = fits[-1].latency_s, fits[-1].bandwidth_bytes_per_s
+    for c in fits[:-1]:
+        match = ranks == c.ranks
+        latency, bandwidth = where(match, c.latency_s, latency), where(match, c.bandwidth_bytes_per_s, bandwidth)
+    label = ", ".join(f"{c.collective}/{c.algorithm} on {c.level} at {c.ranks} ranks" for c in fits)
+    return latency, bandwidth, f"calibrated ({label}; {fits[-1].source})"
+
+
+def _one_level(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
+    """One level: ring (or NVLS) with the level's latency and efficiency, or a calibration's."""
+    if op == "send/recv":
+        latency = level.latency_s or 0.0
+        bandwidth = level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
+        if cal:
+            latency, bandwidth = cal[0], cal[1]
+        return latency + buffer_bytes / bandwidth
+    passes = PASSES[op]
+    if cal:
+        latency, bandwidth = cal[0], cal[1]
+    else:
+        bandwidth = level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
+        if formula == "nvls":
+            latency = level.nvls_latency_s or 0.0
+        else:
+            latency = (level.latency_s or 0.0) + passes * (ranks - 1) * (level.hop_latency_s or 0.0)
+    if formula == "nvls":
+        return ct.nvls_allreduce_seconds(buffer_bytes=buffer_bytes, ranks=ranks, bandwidth=bandwidth, latency=latency)
+    return ct.ring_seconds(buffer_bytes=buffer_bytes, ranks=ranks, bandwidth=bandwidth, latency=latency,
+                           passes=passes)
+
+
+def formula_for(op: str, algorithm: str) -> str:
+    """The formula an algorithm name selects: nvls (all-reduce only) or ring (ring, tree, auto)."""
+    if op not in PASSES:
+        raise CostModelError(f"no time model for {op} yet (modelled: {', '.join(PASSES)})")
+    if algorithm in ("nvls", "nvlstree"):
+        if op != "all-reduce":
+            raise CostModelError(f"NVLS is modelled for all-reduce only, not {op}")
+        return "nvls"
+    return "ring"
+
+
+def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
+    """Seconds of one call of ``op`` on a buffer of S bytes over the group ``where_`` (0 for one rank)."""
+    formula = formula_for(op, algorithm)
+    ranks = where_.ranks
+    if hardware.kind == "tpu":
+        ici = hardware.level("ici")
+        on_ici = _one_level(ici, op, buffer_bytes, ranks, "ring", calibration(hardware, op, ici.name, ranks, algorithm),
+                            where_.scale)
+        seconds = on_ici
+        if where_.dcn is not False:
+            dcn = hardware.level("dcn")
+            on_dcn = _one_level(dcn, op, buffer_bytes, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
+            seconds = where(where_.dcn, on_dcn, on_ici)
+        return where(above_one(ranks), seconds, 0)
+    fast, slow = hardware.network[0], hardware.network[-1]
+    single = _one_level(fast, op, buffer_bytes, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
+    if len(hardware.network) == 1:
+        return where(above_one(ranks), single, 0)
+    across = _across_domains(hardware, op, buffer_bytes, where_, algorithm)
+    return where(above_one(ranks), where(where_.domains > 1, across, single), 0)
+
+
+def _across_domains(hardware, op: str, buffer_bytes, where_: Placement, algorithm: str):
+    """A group spanning domains: a calibration fitted across them (flat), else two levels:
+    all-reduce = reduce-scatter in the domain + all-reduce of S/g across + all-gather in the domain;
+    all-gather, reduce-scatter = across (S/g) + inside; all-to-all and send/recv cross the NICs."""
+    fast, slow = hardware.network[0], hardware.network[-1]
+    cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
+    if cal:
+        return _one_level(slow, op, buffer_bytes, where_.ranks, "ring", cal)
+    if op in ("send/recv", "all-to-all"):
+        return _one_level(slow, op, buffer_bytes, where_.ranks, "ring", None)
+    g, nodes = where_.per_domain, where_.domains
+    shape = dict(buffer_bytes=buffer_bytes, gpus_per_node=g, nodes=nodes,
+                 intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),
+                 inter_bandwidth=slow.bandwidth_bytes_per_s * (slow.efficiency or 1.0),
+                 intra_latency=where(above_one(g), fast.latency_s or 0.0, 0.0), inter_latency=slow.latency_s or 0.0)
+    if op == "all-reduce":
+        return ct.hierarchical_allreduce_seconds(**shape)
+    return ct.hierarchical_gather_seconds(**shape)
+
+
+def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
+    """Which calibration (or 'datasheet') a single layout's collective uses."""
+    if hardware.kind == "tpu":
+        level = "dcn" if where_.dcn is True else "ici"
+    else:
+        level = hardware.network[-1].name if where_.domains > 1 else hardware.network[0].name
+    cal = calibration(hardware, op, level, where_.ranks, algorithm)
+    return cal[2] if cal else "datasheet"

@@ -1,0 +1,93 @@
+"""A layout as the aggregator reads it: degrees that are numbers, numpy arrays or sympy symbols.
+
+Structure (ZeRO stage, SP, recompute policy, schedule, CP kind, model ends, ...) stays Python
+values: the wiring branches on it. Quantities (degrees, tokens, micro-batches) may be numbers (one
+layout, the CLI), arrays (one element per layout, the planner) or letters (the printed formula).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+#: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
+LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "tokens": "B", "microbatches": "m",
+           "chunks": "v", "grad_accum": "k_a", "mx": "M_X", "my": "M_Y", "recompute_layers": "K"}
+QUANTITIES = tuple(LETTERS)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One layout (or a grid of them) with every quantity explicit."""
+
+    # quantities: numbers, arrays or symbols
+    dp: object = 1
+    fsdp: object = 1
+    tp: object = 1
+    pp: object = 1
+    cp: object = 1
+    tokens: object = 0  # one replica's micro-batch x sequence
+    microbatches: object = 1  # m
+    chunks: object = 1  # v
+    grad_accum: object = 1
+    mx: object = 1
+    my: object = 1
+    recompute_layers: object = 1
+    shard_activations: object = 0
+    # structure: Python values
+    zero: int = 3
+    sp: bool = False
+    recompute: str = "none"
+    flash: bool = True
+    norm_stats: bool = True
+    schedule: str = "1f1b"
+    cp_kind: str = "ring"
+    tp_ends: str = "vocab-parallel"
+    reshard_after_forward: bool = True
+
+    @classmethod
+    def of(cls, layout) -> "Point":
+        """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
+        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name != "microbatches"}
+        return cls(microbatches=layout.m, **values)
+
+    def symbolic(self) -> "Point":
+        """Letters for every quantity that is not trivial (1; 0 tokens); the activation fraction exact."""
+        import sympy
+        from fractions import Fraction
+
+        letters = {name: sympy.Symbol(LETTERS[name], positive=True, integer=True)
+                   for name in self.values()}
+        fraction = sympy.Rational(Fraction(self.shard_activations).limit_denominator(1000))
+        return replace(self, shard_activations=fraction,
+                       **{name: letters[name] for name in letters})
+
+    def values(self) -> dict:
+        """Field -> value of this numeric point for each quantity :meth:`symbolic` writes as a letter."""
+        trivial = {"tokens": 0}
+        return {name: getattr(self, name) for name in QUANTITIES
+                if not _is_literal(getattr(self, name), trivial.get(name, 1))}
+
+    def substitutions(self) -> dict:
+        """Letter (a sympy Symbol) -> value, to evaluate an expression of :meth:`symbolic` at this point."""
+        import sympy
+
+        return {sympy.Symbol(LETTERS[name], positive=True, integer=True): value
+                for name, value in self.values().items()}
+
+    @property
+    def data(self):
+        """X: the whole data axis, dp x fsdp."""
+        return self.dp * self.fsdp
+
+    @property
+    def devices(self):
+        return self.dp * self.fsdp * self.tp * self.pp * self.cp
+
+    @property
+    def micro_steps(self):
+        """Forward-backward passes per optimizer step: grad_accum x m."""
+        return self.grad_accum * self.microbatches
+
+
+def _is_literal(value, literal) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == literal

@@ -1,0 +1,46 @@
+"""The context axis: the sequence split over c devices, ring attention or all-to-all (Ulysses).
+
+Ring attention (Liu et al. 2023, arXiv:2310.01889): each of the c devices holds T/c tokens and passes
+its K, V chunk around the ring, c - 1 hops per layer in forward; backward passes K, V again and their
+gradients, 2 x forward. All-to-all (Jacobs et al. 2023, DeepSpeed-Ulysses, arXiv:2309.14509): Q, K, V
+are re-sharded from sequence to heads before attention and the output back, four all-to-alls per layer
+in forward and four in backward; each moves (c - 1)/c of the device's tensor.
+"""
+
+from __future__ import annotations
+
+from costmodel.mathops import exact_div
+from costmodel.parallel.collective import Collective, Rule, present
+
+NAME = "cp"
+
+
+def checks(shape, point) -> list[Rule]:
+    """c must divide the model's training sequence (the layout spec checks the tokens)."""
+    if not shape.attention:
+        return []
+    return [Rule(shape.seq_len % point.cp == 0,
+                 lambda: f"--cp {point.cp} does not divide the sequence length {shape.seq_len:,} of {shape.name}")]
+
+
+def collectives(shape, recipe, point, *, layers) -> list[Collective]:
+    """CP collectives of a stage with ``layers`` layers per step (each device holds tokens / c)."""
+    if not (present(point.cp) and shape.attention):
+        return []
+    cp, act = point.cp, recipe.activation_bytes
+    heads, kv_heads = exact_div(shape.heads, point.tp), exact_div(shape.kv_heads, point.tp)
+    local = exact_div(point.tokens, cp)
+    kv_chunk = act * local * 2 * kv_heads * shape.head_dim  # K and V of the local tokens
+    if point.cp_kind == "ring":
+        hops = layers * (cp - 1)
+        out = [Collective("send/recv", "cp", "K, V around the ring", "forward", cp, hops, kv_chunk),
+               Collective("send/recv", "cp", "K, V and dK, dV around the ring", "backward", cp, hops, 2 * kv_chunk)]
+    else:
+        q_or_out = act * local * heads * shape.head_dim
+        k_or_v = act * local * kv_heads * shape.head_dim
+        out = []
+        for phase in ("forward", "backward"):
+            out += [Collective("all-to-all", "cp", "Q and the output, sequence <-> heads", phase, cp, 2 * layers,
+                               q_or_out),
+                    Collective("all-to-all", "cp", "K and V, sequence -> heads", phase, cp, 2 * layers, k_or_v)]
+    return [c.times(point.micro_steps) for c in out]

@@ -1,0 +1,53 @@
+"""Collectives of the data axis per step: DDP all-reduce, ZeRO-1/2, FSDP (ZeRO-3), HSDP.
+
+Source: Rajbhandari et al. 2020, arXiv:1910.02054, Sec. 7 (2 Psi per step for DP and stages 1-2,
+3 Psi for stage 3); Scaling Book training chapter (FSDP: all-gather forward, all-gather +
+reduce-scatter backward); Zhao et al. 2023, arXiv:2304.11277 (FSDP, HSDP).
+"""
+
+from __future__ import annotations
+
+from costmodel.parallel.collective import Collective, present
+from costmodel.parallel.data.state import gather_dtype_bytes
+
+
+def collectives(*, params, root_params, layers, recipe, point) -> list[Collective]:
+    """Collectives one device joins on the data axis in one optimizer step.
+
+    ``params`` is this device's share before data-axis sharding, of which ``root_params`` sit outside
+    the ``layers`` blocks (embeddings, final norm, output layer). DDP and ZeRO-1/2 reduce gradients
+    once per step. FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
+    and gathers for every micro-batch (FSDP2 reshards after each backward): its calls scale by
+    grad_accum x m. The root keeps its weights gathered from forward to backward (FSDP2's heuristic
+    for the root module, torch 2.13 _fsdp_state.py).
+    """
+    grads = recipe.grad_comm_bytes * params
+    fsdp, dp, zero = point.fsdp, point.dp, point.zero
+    if zero == 0 or not present(fsdp):
+        if not (present(dp) or present(fsdp)):
+            return []
+        return [Collective("all-reduce", "data", "gradients", "backward", dp * fsdp, 1, grads)]
+    if zero == 3:
+        out = _fsdp_unit("blocks", params - root_params, layers, recipe, fsdp, point.reshard_after_forward)
+        out += _fsdp_unit("root: embeddings, norm, output", root_params, 1, recipe, fsdp, False)
+        out = [c.times(point.micro_steps) for c in out]
+    else:
+        out = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads),
+               Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
+                          gather_dtype_bytes(recipe, zero) * params)]
+    if present(dp):  # HSDP: replicas all-reduce the gradient shard
+        out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, grads / fsdp))
+    return out
+
+
+def _fsdp_unit(what: str, params, units, recipe, fsdp, reshard: bool) -> list[Collective]:
+    """One FSDP unit type (``units`` of them): gather forward, again in backward if resharded, reduce-scatter."""
+    if isinstance(params, int) and params == 0:
+        return []
+    gathered = recipe.compute_bytes * params / units
+    out = [Collective("all-gather", "fsdp", f"weights ({what})", "forward", fsdp, units, gathered)]
+    if reshard:
+        out.append(Collective("all-gather", "fsdp", f"weights again ({what})", "backward", fsdp, units, gathered))
+    out.append(Collective("reduce-scatter", "fsdp", f"gradients ({what})", "backward", fsdp, units,
+                          recipe.grad_comm_bytes * params / units))
+    return out

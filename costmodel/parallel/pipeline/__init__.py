@@ -1,0 +1,48 @@
+"""The pipeline axis: L layers over p stages, micro-batches in flight, the bubble, stage-to-stage sends.
+
+Stages: :mod:`.stages` (layers and role of a stage; the stages the aggregator must look at);
+traffic: :func:`collectives`; rules: :func:`checks`.
+"""
+
+from __future__ import annotations
+
+from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatch
+from costmodel.mathops import exact_div
+from costmodel.parallel.collective import Collective, Rule, present
+from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers
+
+NAME = "pp"
+
+
+def checks(shape, point) -> list[Rule]:
+    """No more stages than layers (uneven splits are allowed: the first stages take one more)."""
+    return [Rule(point.pp <= shape.layers,
+                 lambda: f"--pp {point.pp} is more than the model's {shape.layers} layers")]
+
+
+def bubble(point):
+    """Idle fraction of the step for the point's schedule (0 with one stage)."""
+    return bubble_fraction(stages=point.pp, microbatches=point.microbatches, chunks=point.chunks,
+                           schedule=point.schedule)
+
+
+def p2p_bytes(shape, recipe, point):
+    """Bytes a stage sends to the next per micro-batch (and the gradient back): b_a T h (/ t with SP)."""
+    return p2p_bytes_per_microbatch(tokens=exact_div(point.tokens, point.cp), hidden=shape.width,
+                                    act_bytes=recipe.activation_bytes, tp=point.tp, sp=point.sp)
+
+
+def collectives(shape, recipe, point) -> list[Collective]:
+    """A middle stage sends each micro-batch's activation on and its gradient back, v times with
+    v interleaved chunks (Narayanan et al. 2021, arXiv:2104.04473, Sec. 2.2.2: interleaving
+    multiplies p2p traffic by v); per step, grad_accum x m micro-batches."""
+    if not present(point.pp):
+        return []
+    size = p2p_bytes(shape, recipe, point)
+    return [c.times(point.micro_steps) for c in (
+        Collective("send/recv", "pp", "activations to the next stage", "forward", 2, point.chunks, size),
+        Collective("send/recv", "pp", "gradients to the previous stage", "backward", 2, point.chunks, size))]
+
+
+__all__ = ["NAME", "StageRole", "bubble", "checks", "collectives", "in_flight", "p2p_bytes",
+           "representative_stages", "stage_layers"]

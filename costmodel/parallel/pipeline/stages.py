@@ -1,0 +1,67 @@
+"""Pipeline stages: how many layers a stage holds, its role (first, last), micro-batches in flight.
+
+A single layout can look at every stage. An array of layouts (or a formula) looks at three, which
+together always contain the heaviest: the first (most layers, most micro-batches in flight, the
+embeddings), the second (the heaviest of the middle stages: most layers and in flight among them,
+and unlike the first it saves its first layer's weight copy) and the last (the output layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.formulas import pipeline as pl
+from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, where
+
+
+@dataclass(frozen=True)
+class StageRole:
+    """Which stage: ``index`` 0, 1, ... or None for the last (p - 1); ``first``/``last`` are 0/1
+    masks (numbers, arrays or expressions), ``exists`` masks a stage a layout does not have."""
+
+    index: int | None
+    first: object
+    last: object
+    exists: object = True
+
+    @property
+    def label(self) -> str:
+        return "last" if self.index is None else str(self.index)
+
+
+def every_stage(pp: int) -> list[StageRole]:
+    """Every stage of a single layout with ``pp`` (an int) stages."""
+    return [StageRole(i, int(i == 0), int(i == pp - 1)) for i in range(pp)]
+
+
+def representative_stages(pp) -> list[StageRole]:
+    """Stages that contain the heaviest: all of them for an int pp, else first, second and last."""
+    if isinstance(pp, int):
+        return every_stage(pp)
+    single = indicator(equals(pp, 1))  # a letter p is above 1: no stage is both first and last
+    return [StageRole(0, 1, single), StageRole(1, 0, indicator(equals(pp, 2)), exists=above_one(pp)),
+            StageRole(None, single, 1)]
+
+
+def stage_layers(layers, pp, role: StageRole):
+    """Layers on a stage: L // p each, the first L % p stages one more (checks reject p > L)."""
+    if role.index == 0:
+        return ceil_div(layers, pp)
+    if role.index is None:
+        return floor_div(layers, pp)
+    return floor_div(layers, pp) + indicator(role.index < layers % pp)
+
+
+def in_flight(point, role: StageRole):
+    """Micro-batches' worth of activations the stage holds at its peak (interleaving on stage 0).
+
+    GPipe holds all m; 1F1B and ZB-H1 min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1); interleaved
+    1F1B multiplies the first stage's by 1 + (p - 1)/(p v) (Korthikanti et al. 2022, Sec. 4.2.3).
+    With one stage, one micro-batch at a time (the rest is gradient accumulation).
+    """
+    index = point.pp - 1 if role.index is None else role.index
+    count = pl.microbatches_in_flight(stage=index, stages=point.pp, microbatches=point.microbatches,
+                                      schedule=point.schedule)
+    if point.schedule == "interleaved" and role.index == 0:
+        count = count * pl.interleave_factor(stages=point.pp, chunks=point.chunks)
+    return where(above_one(point.pp), count, 1)

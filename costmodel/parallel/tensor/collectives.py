@@ -1,0 +1,98 @@
+"""Collectives of the tensor-parallel axis per micro-batch (Megatron column/row split), and its ends.
+
+Source: Shoeybi et al. 2019, arXiv:1909.08053, Sec. 3 (the f and g operators: one all-reduce in
+forward and one in backward per column/row pair); Korthikanti et al. 2022, arXiv:2205.05198,
+Sec. 4.2.2 (with sequence parallelism each all-reduce becomes reduce-scatter + all-gather).
+"""
+
+from __future__ import annotations
+
+from costmodel.mathops import exact_div
+from costmodel.parallel.collective import Collective, present
+
+
+def collectives(shape, recipe, point, *, layers, first, last) -> list[Collective]:
+    """TP collectives of one stage per optimizer step (``first``/``last``: 0/1 masks of the stage's role).
+
+    Block collectives repeat for every micro-batch (grad_accum x m); the norms' gradient
+    all-reduce happens once, before the optimizer step.
+    """
+    if not present(point.tp):
+        return []
+    tokens = exact_div(point.tokens, point.cp)  # one device's share of a micro-batch (before SP)
+    act, sp = recipe.activation_bytes, point.sp
+    out = block_collectives(tokens=tokens, width=shape.width, layers=layers, tp=point.tp, act_bytes=act, sp=sp,
+                            pairs_per_layer=2 if shape.attention else 1,
+                            first_input_grad=shape.attention or shape.input_requires_grad)
+    if shape.attention:
+        out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
+                               ends=point.tp_ends, first=first, last=last)
+    out = [c.times(point.micro_steps) for c in out]
+    if shape.attention and sp:
+        out += [norm_gradient_allreduce(norms=2 * layers + last, width=shape.width, tp=point.tp,
+                                        grad_bytes=recipe.grad_comm_bytes)]
+    return out
+
+
+def block_collectives(*, tokens, width, layers, tp, act_bytes, sp: bool, pairs_per_layer: int = 1,
+                      first_input_grad: bool = True) -> list[Collective]:
+    """TP collectives of one micro-batch on ``tokens`` tokens of ``width`` (= D) activations.
+
+    Each column/row pair (the FFN block; attention and MLP in a transformer layer) all-reduces its
+    T x D output in forward and its input gradient in backward; with sequence parallelism, an
+    all-gather before and a reduce-scatter after, mirrored in backward. S = b_act T D each.
+    When the first pair's input needs no gradient (an FFN stack fed with data), autograd computes
+    none and that backward collective does not happen (checked in tests/test_torch_distributed.py).
+    """
+    calls = layers * pairs_per_layer
+    grad_calls = calls if first_input_grad else calls - 1
+    size = act_bytes * tokens * width
+    if not sp:
+        return [
+            Collective("all-reduce", "tp", "block outputs", "forward", tp, calls, size),
+            Collective("all-reduce", "tp", "input gradients", "backward", tp, grad_calls, size),
+        ]
+    return [
+        Collective("all-gather", "tp", "sequence-sharded inputs", "forward", tp, calls, size),
+        Collective("reduce-scatter", "tp", "block outputs", "forward", tp, calls, size),
+        Collective("all-gather", "tp", "output gradients", "backward", tp, calls, size),
+        Collective("reduce-scatter", "tp", "input gradients", "backward", tp, grad_calls, size),
+    ]
+
+
+def end_collectives(*, tokens, width, tp, act_bytes, sp: bool, ends: str, first, last) -> list[Collective]:
+    """TP traffic of one micro-batch outside the blocks: the embedding (first stage), the output
+    layer and loss (last stage); ``first`` and ``last`` are 0/1 and multiply the calls.
+
+    Vocabulary-parallel ends (Shoeybi et al. 2019, Sec. 3, 'input embedding ... parallelized along
+    the vocabulary dimension'; with SP, Korthikanti et al. 2022, Sec. 4.2.2): the embedding's partial
+    sums are all-reduced (SP: reduce-scattered to sequence shards) and the output layer's input
+    gradient all-reduced (SP: its input all-gathered, its gradient reduce-scattered); the parallel
+    cross-entropy all-reduces three fp32 values per token (max, sum of exponentials, target logit).
+    Replicated ends move nothing without SP; with SP the output layer's input is all-gathered and the
+    embedding's output gradient all-gathered.
+    """
+    size = act_bytes * tokens * width
+    if ends == "vocab-parallel":
+        out = [Collective("reduce-scatter" if sp else "all-reduce", "tp", "embedding output (vocabulary-parallel)",
+                          "forward", tp, first, size)]
+        if sp:
+            out += [Collective("all-gather", "tp", "embedding output gradient", "backward", tp, first, size),
+                    Collective("all-gather", "tp", "output-layer input", "forward", tp, last, size)]
+        return out + [
+            Collective("reduce-scatter" if sp else "all-reduce", "tp", "output-layer input gradient", "backward", tp,
+                       last, size),
+            Collective("all-reduce", "tp", "parallel cross-entropy (max, sum, target)", "forward", tp, 3 * last,
+                       4 * tokens)]
+    if not sp:
+        return []
+    return [Collective("all-gather", "tp", "output-layer input", "forward", tp, last, size),
+            Collective("all-gather", "tp", "embedding output gradient", "backward", tp, first, size)]
+
+
+def norm_gradient_allreduce(*, norms, width, tp, grad_bytes) -> Collective:
+    """Under SP the norms' weight gradients are partial sums over the TP ranks: one all-reduce each
+    before the optimizer step (Megatron's layernorm-grad all-reduce; torch's DTensor leaves them
+    Partial and AdamW reduces them on every read)."""
+    return Collective("all-reduce", "tp", "norm weight gradients (partial under SP)", "optimizer", tp, norms,
+                      grad_bytes * width)

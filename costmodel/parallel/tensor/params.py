@@ -1,0 +1,40 @@
+"""Parameters one TP rank holds: blocks split t ways (less what every rank keeps whole), the ends.
+
+Megatron (Shoeybi et al. 2019, arXiv:1909.08053, Sec. 3) splits Q, K, V and the first MLP matrices by
+columns and the output projections by rows; norms and the row-parallel biases stay whole on every
+rank. Vocabulary-parallel ends split the embedding and output matrix by rows of the vocabulary
+(the first ranks hold ceil(V / t) rows, as torch DTensor's Shard(0) does); replicated ends keep them whole.
+"""
+
+from __future__ import annotations
+
+from costmodel.mathops import ceil_div, exact_div
+
+
+def block_params_per_device(shape, tp):
+    """One block on one TP rank: (block - replicated) / t + replicated (the checks make t divide it)."""
+    replicated = shape.block_replicated_params()
+    return exact_div(shape.block_params() - replicated, tp) + replicated
+
+
+def vocab_rows_per_device(shape, tp, ends: str):
+    """Rows of the embedding (or output) matrix on one TP rank."""
+    return ceil_div(shape.vocab, tp) if ends == "vocab-parallel" else shape.vocab
+
+
+def stage_params_per_device(shape, *, layers, first, last, tp, ends: str):
+    """(all, root) parameters of a stage on one TP rank; ``first``/``last`` are 0/1 masks.
+
+    The root is what sits outside the blocks: the embeddings on the first stage, the final norm and
+    output layer on the last. With tied embeddings and p > 1 the last stage keeps its own copy of the
+    embedding matrix for the logits (Megatron's shared embedding, kept in sync by an all-reduce).
+    """
+    blocks = layers * block_params_per_device(shape, tp)
+    if not shape.attention:
+        return blocks, 0
+    matrix = vocab_rows_per_device(shape, tp, ends) * shape.width
+    output = 0 if shape.tied else matrix
+    root = first * (matrix + shape.position_params()) + last * (shape.norm_params() + output)
+    if shape.tied:
+        root = root + last * (1 - first) * matrix  # a last stage that is not also the first
+    return blocks + root, root
