@@ -18,10 +18,27 @@ def _spec(model):
 
 
 def memory(model, recipe: str = "cs336", **layout):
-    """Per-device memory breakdown (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096)."""
-    from costmodel.strategies.memory import memory_breakdown
+    """Per-device memory of the heaviest stage (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096):
+    ``.total_bytes``, ``.components``, ``.state_bytes``, ``.stage``."""
+    from costmodel.cost.evaluate import evaluate_layout
 
-    return memory_breakdown(_spec(model), load_recipe(recipe), Layout(**layout))
+    return evaluate_layout(_spec(model), load_recipe(recipe), Layout(**layout)).heaviest
+
+
+def cost(model, recipe: str = "cs336", hardware=None, **layout):
+    """Everything for one layout: ``.memory_bytes``, ``.flops``, ``.collectives``, ``.step`` (with a hardware)."""
+    from costmodel.cost.evaluate import evaluate_layout
+
+    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    return evaluate_layout(_spec(model), load_recipe(recipe), Layout(**layout), device)
+
+
+def formula(model, recipe: str = "cs336", hardware=None, **layout):
+    """The same, in letters: ``.cost`` holds expressions, ``.at(expr)`` evaluates one at the layout."""
+    from costmodel.cost.symbolic import formula as build
+
+    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    return build(_spec(model), load_recipe(recipe), Layout(**layout), device)
 
 
 def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
@@ -58,21 +75,21 @@ def optimize_split(model, hardware, torus=None, **question):
 
 def explain_batch(model, hardware, **question):
     """The derivation of solve_batch as a Derivation (prints as text, renders in Jupyter)."""
-    from costmodel.explain import batch_derivation
+    from costmodel.solve.explain import batch_derivation
 
     return batch_derivation(solve_batch(model, hardware, **question), hardware)
 
 
 def explain_memory(model, recipe: str = "cs336", **layout):
     """The derivation of :func:`memory` (a Derivation)."""
-    from costmodel.explain import memory_derivation
+    from costmodel.solve.explain import memory_derivation
 
     return memory_derivation(_spec(model), load_recipe(recipe), Layout(**layout))
 
 
 def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
     """The derivation of :func:`solve_fsdp` (a Derivation)."""
-    from costmodel.explain import fsdp_derivation
+    from costmodel.solve.explain import fsdp_derivation
 
     answer = solve_fsdp(model, limit, recipe, **layout)
     lay = Layout(**{"fsdp": 2, **layout})

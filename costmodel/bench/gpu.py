@@ -47,8 +47,7 @@ def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters
     from costmodel.specs.layout import Layout
     from costmodel.specs.model import FFNStack
     from costmodel.specs.recipe import RECIPES
-    from costmodel.strategies.flops import step_flops
-    from costmodel.strategies.memory import memory_breakdown
+    from costmodel.cost.evaluate import evaluate_layout
 
     spec = FFNStack(name="bench", d_model=d_model, d_ff=d_ff, layers=layers)
     blocks = []
@@ -69,17 +68,15 @@ def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t = _timed(step, device, iters)
-    predicted = memory_breakdown(spec, RECIPES["cs336"], Layout(tokens=tokens))
-    flops = step_flops(spec, Layout(tokens=tokens)).total
+    predicted = evaluate_layout(spec, RECIPES["cs336"], Layout(tokens=tokens)).heaviest
+    flops = evaluate_layout(spec, RECIPES["cs336"], Layout(tokens=tokens)).flops.total
     out = {"d_model": d_model, "d_ff": d_ff, "layers": layers, "tokens": tokens, "seconds": t,
            "flops": flops, "flops_per_s": flops / t,
            "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
            "predicted_memory_bytes": predicted.total_bytes,
            "predicted_components": predicted.components}
     if hardware is not None:  # cost4d's own prediction of the step, to compare with the measurement
-        from costmodel.strategies.step import step_breakdown
-
-        b = step_breakdown(spec, RECIPES["cs336"], Layout(tokens=tokens), hardware)
+        b = evaluate_layout(spec, RECIPES["cs336"], Layout(tokens=tokens), hardware).step
         peak = hardware.flops("bf16")
         out.update(hardware=hardware.name, predicted_seconds=b.step_s, predicted_mfu=b.mfu,
                    measured_mfu=flops / (t * peak), time_error_pct=100 * (b.step_s - t) / t)

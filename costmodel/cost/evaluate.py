@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from costmodel.cost import checks
 from costmodel.cost.collectives import Timed, step_collectives, timed
-from costmodel.cost.flops import StepFlops, step_flops
+from costmodel.cost.flops import StepFlops, six_n_t, step_flops
 from costmodel.cost.memory import StageMemory, heaviest_total, stages_memory
 from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
 from costmodel.cost.step import StepTime, step_time
 from costmodel.mathops import family, total
+from costmodel.parallel import pipeline
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Cost:
     """Everything cost4d says about one layout (or an array of layouts, or their formula)."""
 
     shape: Shape
+    recipe: object
     point: Point
     stages: list[StageMemory]  # every stage (one layout) or the three that contain the heaviest
     memory_bytes: object  # the heaviest stage's total per device
@@ -38,6 +40,31 @@ class Cost:
     def heaviest(self) -> StageMemory:
         """The heaviest stage of a single layout (the first of equals)."""
         return max(self.stages, key=lambda s: s.total_bytes)
+
+    @property
+    def params(self):
+        """All trainable parameters of the model."""
+        return self.shape.total_params()
+
+    @property
+    def state_bytes_unsharded(self):
+        """The whole model's persistent state on one device (weights + master + grads + optimizer)."""
+        return self.params * self.recipe.state_bytes_per_param
+
+    @property
+    def bubble(self):
+        """Idle fraction of the step for the pipeline schedule (0 with one stage)."""
+        return pipeline.bubble(self.point)
+
+    @property
+    def p2p_bytes_per_microbatch(self):
+        """Bytes a stage sends to the next per micro-batch, each way."""
+        return pipeline.p2p_bytes(self.shape, self.recipe, self.point)
+
+    @property
+    def six_n_t(self):
+        """6 N T for one micro-batch of the replica."""
+        return six_n_t(self.params, self.point.tokens)
 
     @property
     def bytes_sent(self):
@@ -73,7 +100,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap)
-    return Cost(shape, point, stages, memory_bytes, flops, rows, step, valid)
+    return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid)
 
 
 def evaluate_layout(model, recipe, layout, hardware=None, **options) -> Cost:

@@ -43,17 +43,30 @@ def weight_copy_kind(recipe, point) -> str:
     return "autocast copies"
 
 
-def weight_copy_bytes(shape, recipe, point, st: Stage):
+def weight_copy_bytes(recipe, point, *, params, unsaved):
     """FSDP: the gathered copy if kept from forward to backward; else autocast's saved bf16 copies
-    b_c (P - P_unsaved), the first stage's first matmuls not saved when the stack is fed with data."""
-    gathered = 0 if point.reshard_after_forward else recipe.compute_bytes * st.params
+    b_c (P - P_unsaved) (``unsaved``: the first stage's first matmuls when the stack is fed with data)."""
+    gathered = 0 if point.reshard_after_forward else recipe.compute_bytes * params
     if recipe.compute_weights == "persistent":
         other = 0
     else:
-        unsaved = st.role.first * shape.unsaved_first_layer_params()
-        other = mem.autocast_weight_copy_bytes(params=st.params, compute_bytes=recipe.compute_bytes,
-                                               unsaved_params=exact_div(unsaved, point.tp))
+        other = mem.autocast_weight_copy_bytes(params=params, compute_bytes=recipe.compute_bytes,
+                                               unsaved_params=unsaved)
     return where(data.fsdp_active(point.zero, point.fsdp), gathered, other)
+
+
+def unsaved_params(shape, point, st: Stage):
+    """Parameters on this device whose low-precision copy autograd does not save."""
+    return exact_div(st.role.first * shape.unsaved_first_layer_params(), point.tp)
+
+
+def components(recipe, point, *, params, activation_bytes, weight_copies) -> dict:
+    """All components per device from P (params before data sharding), A (activations) and the copies."""
+    out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp)
+    out["weight_copies"] = weight_copies
+    out["activations"] = mem.sharded_activation_bytes_per_device(
+        activation_bytes=activation_bytes, fraction=point.shard_activations, shards=point.fsdp)
+    return out
 
 
 @dataclass(frozen=True)
@@ -76,11 +89,9 @@ class StageMemory:
 def stage_memory(shape, recipe, point, st: Stage) -> StageMemory:
     """Components per device of one stage."""
     acts = activation_bytes(st, point)
-    out = state_components(params=st.params, recipe=recipe, zero=point.zero, fsdp=point.fsdp)
-    out["weight_copies"] = weight_copy_bytes(shape, recipe, point, st)
-    out["activations"] = mem.sharded_activation_bytes_per_device(activation_bytes=acts,
-                                                                 fraction=point.shard_activations, shards=point.fsdp)
-    return StageMemory(st, acts, out)
+    copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st))
+    return StageMemory(st, acts, components(recipe, point, params=st.params, activation_bytes=acts,
+                                            weight_copies=copies))
 
 
 def stages_memory(shape, recipe, point) -> list[StageMemory]:

@@ -73,6 +73,15 @@ def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
     return Placement(axis, ranks, ranks, 1, scale=m, dcn=dcn)
 
 
+def egress_bandwidth(hardware, where_: Placement):
+    """B/s one device sends at on the level a group reaches (TPU ICI: W_ici M)."""
+    if hardware.kind == "tpu":
+        level = hardware.level("dcn") if where_.dcn is True else hardware.level("ici")
+        return level.bandwidth_bytes_per_s * (1 if where_.dcn is True else where_.scale)
+    level = hardware.network[0] if where_.domains <= 1 else hardware.network[-1]
+    return level.bandwidth_bytes_per_s
+
+
 def level_label(hardware, where_: Placement) -> str:
     """The level a single layout's group runs on (for tables)."""
     if hardware.kind == "tpu":
@@ -102,7 +111,7 @@ def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
     return latency, bandwidth, f"calibrated ({label}; {fits[-1].source})"
 
 
-def _one_level(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
+def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
     """One level: ring (or NVLS) with the level's latency and efficiency, or a calibration's."""
     if op == "send/recv":
         latency = level.latency_s or 0.0
@@ -142,16 +151,16 @@ def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, al
     ranks = where_.ranks
     if hardware.kind == "tpu":
         ici = hardware.level("ici")
-        on_ici = _one_level(ici, op, buffer_bytes, ranks, "ring", calibration(hardware, op, ici.name, ranks, algorithm),
+        on_ici = one_level_seconds(ici, op, buffer_bytes, ranks, "ring", calibration(hardware, op, ici.name, ranks, algorithm),
                             where_.scale)
         seconds = on_ici
         if where_.dcn is not False:
             dcn = hardware.level("dcn")
-            on_dcn = _one_level(dcn, op, buffer_bytes, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
+            on_dcn = one_level_seconds(dcn, op, buffer_bytes, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
             seconds = where(where_.dcn, on_dcn, on_ici)
         return where(above_one(ranks), seconds, 0)
     fast, slow = hardware.network[0], hardware.network[-1]
-    single = _one_level(fast, op, buffer_bytes, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
+    single = one_level_seconds(fast, op, buffer_bytes, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
     if len(hardware.network) == 1:
         return where(above_one(ranks), single, 0)
     across = _across_domains(hardware, op, buffer_bytes, where_, algorithm)
@@ -165,9 +174,9 @@ def _across_domains(hardware, op: str, buffer_bytes, where_: Placement, algorith
     fast, slow = hardware.network[0], hardware.network[-1]
     cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
     if cal:
-        return _one_level(slow, op, buffer_bytes, where_.ranks, "ring", cal)
+        return one_level_seconds(slow, op, buffer_bytes, where_.ranks, "ring", cal)
     if op in ("send/recv", "all-to-all"):
-        return _one_level(slow, op, buffer_bytes, where_.ranks, "ring", None)
+        return one_level_seconds(slow, op, buffer_bytes, where_.ranks, "ring", None)
     g, nodes = where_.per_domain, where_.domains
     shape = dict(buffer_bytes=buffer_bytes, gpus_per_node=g, nodes=nodes,
                  intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),

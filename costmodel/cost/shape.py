@@ -48,9 +48,9 @@ class Shape:
     def of(cls, model) -> "Shape":
         """The shape of a model spec (FFNStack or Transformer)."""
         if model.kind == "ffn":
-            return cls(model.name, False, model.d_model, model.d_ff, model.layers, model.gated,
+            return cls(model.name, False, model.width, model.mlp_width, model.layers, model.gated,
                        activation=model.activation, input_requires_grad=model.input_requires_grad)
-        return cls(model.name, True, model.hidden, model.ffn_hidden, model.layers, model.mlp == "swiglu",
+        return cls(model.name, True, model.width, model.mlp_width, model.layers, model.mlp == "swiglu",
                    heads=model.heads, kv_heads=model.kv_heads, head_dim=model.dim_per_head, vocab=model.vocab,
                    seq_len=model.seq_len, bias=model.bias, qkv_bias=model.qkv_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,

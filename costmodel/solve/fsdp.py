@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
 from costmodel.specs.recipe import Recipe
-from costmodel.strategies.memory import memory_breakdown
+from costmodel.cost.evaluate import evaluate_layout
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class FsdpAnswer:
 
 def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, float]:
     """(a, b) with memory(N) = a + b / N, read off the formulas at N = 2 and N = 4."""
-    m2 = memory_breakdown(model, recipe, layout.model_copy(update={"fsdp": 2})).total_bytes
-    m4 = memory_breakdown(model, recipe, layout.model_copy(update={"fsdp": 4})).total_bytes
+    m2 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 2})).memory_bytes
+    m4 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 4})).memory_bytes
     b = 4 * (m2 - m4)  # m2 - m4 = b/2 - b/4
     return m2 - b / 2, b
 

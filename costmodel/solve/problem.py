@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 from costmodel.solve.batch import BatchProblem, check_problem
-from costmodel.specs.layout import Layout
-from costmodel.strategies.network import axis_link
 
 OVERLAPS = ("sum", "max")
 PASSES = ("forward", "step")
@@ -13,14 +11,17 @@ PASSES = ("forward", "step")
 
 def mlp_shape(model) -> tuple[int, int]:
     """(D, F) of the model's MLP: the FFN stack's, or the transformer's hidden and MLP widths."""
-    return (model.d_model, model.d_ff) if model.kind == "ffn" else (model.hidden, model.ffn_hidden)
+    return model.width, model.mlp_width
 
 
 def base_bandwidth(hardware, fsdp: int, tp: int) -> float:
     """W for one axis: ICI per torus axis on TPUs; on GPUs the level an X x Y mesh reaches."""
     if hardware.kind == "tpu":
         return hardware.level("ici").bandwidth_bytes_per_s
-    return axis_link(hardware, Layout(fsdp=fsdp, tp=tp), "fsdp").bandwidth
+    from costmodel.cost.network import egress_bandwidth, placement
+    from costmodel.cost.point import Point
+
+    return egress_bandwidth(hardware, placement(hardware, Point(fsdp=fsdp, tp=tp), "fsdp"))
 
 
 def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flops=None,

@@ -34,6 +34,16 @@ class FFNStack(Spec):
         "input-gradient matmul and does not save that layer's weight copy.")
     source: str = Field("", description="where the numbers come from")
 
+    @property
+    def width(self) -> int:
+        """D, the residual stream's width (the name every model shares)."""
+        return self.d_model
+
+    @property
+    def mlp_width(self) -> int:
+        """F, the MLP's hidden width (the name every model shares)."""
+        return self.d_ff
+
 
 class Transformer(Spec):
     """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style."""
@@ -72,6 +82,16 @@ class Transformer(Spec):
         if self.position == "learned" and self.max_position is None:
             raise ValueError("position='learned' needs max_position")
         return self
+
+    @property
+    def width(self) -> int:
+        """D = h, the residual stream's width (the name every model shares)."""
+        return self.hidden
+
+    @property
+    def mlp_width(self) -> int:
+        """F, the MLP's hidden width (the name every model shares)."""
+        return self.ffn_hidden
 
     @property
     def dim_per_head(self) -> int:

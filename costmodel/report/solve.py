@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.report import console, emitted_json, table
+from costmodel.report.common import console, emitted_json, table
 
 
 def _finite(value: float):

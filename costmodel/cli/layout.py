@@ -10,7 +10,7 @@ import functools
 import inspect
 import typing
 
-from costmodel import options as o
+from costmodel.cli import options as o
 from costmodel.errors import CostModelError
 
 #: option name -> (typer Annotated type, default)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from costmodel import options as o
+from costmodel.cli import options as o
 from costmodel.errors import CostModelError
 
 import_app = typer.Typer(help="Read other tools' benchmark output into cost4d's results format.",
@@ -64,7 +64,7 @@ def validate(
 
     Example: cost4d validate hardware/measured/h100-8gpu-together-nccl-tests/*.out --hardware h100-sxm --fit
     """
-    from costmodel import report_measure
+    from costmodel.report import measure as report_measure
     from costmodel.measure import validate as v
     from costmodel.specs.hardware import Hardware
     from costmodel.specs.load import load_hardware

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.report import console, emit_json, table
+from costmodel.report.common import console, emit_json, table
 from costmodel.units import UnitSystem, format_bytes
 
 

@@ -78,9 +78,10 @@ def batch_steps(answer) -> list[Step]:
 
 def fsdp_steps(answer, sym_components: dict, letters: dict) -> list[Step]:
     """solve fsdp, derived: memory as a + b/N, the inequality solved for N, the integer answer."""
-    from costmodel.symbolic import N as NS, memory_total
+    from costmodel.cost.symbolic import collect_total, symbol
 
-    total = memory_total(sym_components)
+    NS = symbol("N")
+    total = collect_total(sym_components)
     limit = sp.Symbol("M_max", positive=True)
     solved = [tidy_fraction(root) for root in sp.solve(sp.Eq(total, limit), NS)]
     shown = ", ".join(f"{k} = {v:,}" for k, v in letters.items())
@@ -106,26 +107,31 @@ def tidy_fraction(expr):
     return num / den
 
 
-def memory_steps(model, recipe, layout, breakdown, sym_components: dict, letters: dict) -> list[Step]:
+def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -> list[Step]:
     """cost4d memory, derived: parameters, each component, the total."""
-    from costmodel.symbolic import memory_total
+    from costmodel.cost.symbolic import collect_total
 
+    st = heaviest.stage
     parts = [Step("parameters on this device before data-axis sharding", sp.Symbol("P"),
-                  f"{model.name}, tp = {layout.tp}, pp = {layout.pp}", f"P = {breakdown.params_per_device:,}")]
-    if breakdown.activation_bytes_per_token:
+                  f"{model.name}, tp = {layout.tp}, pp = {layout.pp}", f"P = {st.params:,}")]
+    if letters.get("U"):
+        parts.append(Step("of which the first matmuls, whose bf16 copy autograd does not save", sp.Symbol("U"),
+                          "the stack's input needs no gradient", f"U = {letters['U']:,}"))
+    if st.activation_bytes_per_token:
         parts.append(Step("activation bytes saved for backward", sp.Symbol("A"),
-                          f"{breakdown.activation_bytes_per_token:,.0f} B per token x {layout.tokens:,} tokens"
+                          f"{st.activation_bytes_per_token:,.0f} B per token x {layout.tokens:,} tokens"
                           + (f" / cp {layout.cp}" if layout.cp > 1 else ""),
-                          f"A = {breakdown.activation_bytes:,.0f} B"))
+                          f"A = {heaviest.activation_bytes:,.0f} B"))
     for name, expr in sym_components.items():
         if expr != 0:
-            value = breakdown.components[name]
+            value = heaviest.components[name]
             parts.append(Step(name.replace("_", " "), sp.Eq(sp.Symbol(name), expr), "", f"{value:,.0f} B"))
-    total = memory_total(sym_components)
+    total = collect_total(sym_components)
+    shown = {k: v for k, v in letters.items() if v}
     parts.append(Step("total per device", sp.Eq(sp.Symbol("M"), total),
-                      ", ".join(f"{k} = {v:,}" for k, v in letters.items()),
-                      f"M = {breakdown.total_bytes:,.0f} B = {breakdown.total_bytes / 1e9:,.2f} GB "
-                      f"= {breakdown.total_bytes / 2**30:,.2f} GiB"))
+                      ", ".join(f"{k} = {v:,}" for k, v in shown.items()),
+                      f"M = {heaviest.total_bytes:,.0f} B = {heaviest.total_bytes / 1e9:,.2f} GB "
+                      f"= {heaviest.total_bytes / 2**30:,.2f} GiB"))
     return parts
 
 
@@ -165,27 +171,26 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
 
 
 def memory_derivation(model, recipe, layout) -> Derivation:
-    """`cost4d memory`, derived: the components in P, A, N, their values, the total."""
-    from costmodel import symbolic as sy
-    from costmodel.strategies.memory import memory_breakdown
+    """`cost4d memory`, derived: the components in P, A, N (and U), their values, the total."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.cost.memory import weight_copy_kind
+    from costmodel.cost.symbolic import memory_in_p_and_a
 
-    breakdown = memory_breakdown(model, recipe, layout)
-    comps = sy.memory_expressions(recipe, layout, breakdown.weight_copies_kind)
-    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes, "N": layout.fsdp}
+    cost = evaluate_layout(model, recipe, layout)
+    comps, values = memory_in_p_and_a(model, recipe, layout)
+    letters = {str(k): _whole(v) for k, v in values.items()}
     conventions = [f"recipe {recipe.name}: {recipe.description}",
-                   f"weight copies: {breakdown.weight_copies_kind}", "GB = 1e9 B, GiB = 2^30 B"]
-    return Derivation(f"Memory per device: {model.name}",
-                      memory_steps(model, recipe, layout, breakdown, comps, letters), conventions)
+                   f"weight copies: {weight_copy_kind(recipe, cost.point)}", "GB = 1e9 B, GiB = 2^30 B"]
+    return Derivation(f"Memory per device: {model.name}", memory_steps(model, layout, cost.heaviest, comps, letters),
+                      conventions)
 
 
 def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivation:
     """`cost4d solve fsdp`, derived: memory as a + b/N, the inequality solved for N, the integer."""
-    from costmodel import symbolic as sy
-    from costmodel.strategies.memory import memory_breakdown, weight_copies
+    from costmodel.cost.symbolic import memory_in_p_and_a
 
-    breakdown = memory_breakdown(model, recipe, layout)
-    comps = sy.memory_expressions(recipe, layout, weight_copies(model, recipe, layout, 0)[0])
-    letters = {"P": breakdown.params_per_device, "A": breakdown.activation_bytes}
+    comps, values = memory_in_p_and_a(model, recipe, layout)
+    letters = {str(k): _whole(v) for k, v in values.items() if str(k) != "N" and v}
     conventions = [f"recipe {recipe.name}: {recipe.description}", f"limit from {limit_source}",
                    f"{layout.shard_activations:g} of the activations sharded over N"]
     return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
@@ -201,3 +206,8 @@ def batch_derivation(answer, device_name: str) -> Derivation:
                    f"C and W from {device_name} unless overridden"]
     return Derivation(f"Compute-bound batch on {device_name}, X = {p.fsdp}, Y = {p.tp}", batch_steps(answer),
                       conventions)
+
+
+def _whole(value):
+    """Whole floats as ints, so they print without a trailing .0."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from costmodel.report import console, emit_json, table
+from costmodel.report.common import console, emit_json, table
 
 
 def models(as_json: bool) -> None:
     from costmodel.specs.catalog import BUILTIN_MODELS
     from costmodel.specs.load import load_model
-    from costmodel.strategies.model import param_parts
+    from costmodel.cost.shape import Shape
 
     rows = []
     for name in BUILTIN_MODELS:
         spec = load_model(name)
-        parts = param_parts(spec)
+        parts = Shape.of(spec).param_parts()
         rows.append({"name": name, "kind": spec.kind, "params": sum(parts.values()), "parts": parts,
                      "spec": spec.model_dump()})
     if as_json:

@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
-from costmodel import options as o
+from costmodel.cli import options as o
 from costmodel.errors import CostModelError
-from costmodel.layout_options import MEMORY, with_batch_question, with_layout
+from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 
 solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP that fits, compute-bound batch.",
                         no_args_is_help=True)
@@ -63,7 +63,7 @@ def solve_fsdp_cmd(
 
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
-    from costmodel.report import emitted_json, number
+    from costmodel.report.common import emitted_json, number
     from costmodel.specs.load import load_model, load_recipe
 
     spec, rec = load_model(model), load_recipe(recipe)
@@ -86,14 +86,14 @@ def solve_fsdp_cmd(
 def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
     import sympy as sp
 
-    from costmodel import symbolic as sy
-    from costmodel.strategies.memory import weight_copies
+    from costmodel.cost import symbolic as sy
 
-    kind = weight_copies(spec, rec, layout, 0)[0]
-    total = sy.memory_total(sy.memory_expressions(rec, layout, kind))
+    comps, _ = sy.memory_in_p_and_a(spec, rec, layout)
+    total = sy.collect_total(comps)
     limit = sp.Symbol("M_max", positive=True)
-    (bound,) = sp.solve(sp.Eq(total, limit), sy.N)
-    return {"memory": sy.text(total), "n_bound": sy.text(bound), "latex": sp.latex(sp.StrictGreaterThan(sy.N, bound))}
+    (bound,) = sp.solve(sp.Eq(total, limit), sy.symbol("N"))
+    return {"memory": sy.text(total), "n_bound": sy.text(bound),
+            "latex": sp.latex(sp.StrictGreaterThan(sy.symbol("N"), bound))}
 
 
 @solve_app.command("batch")
@@ -111,7 +111,7 @@ def solve_batch_cmd(
 
     Example: cost4d solve batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --my 1
     """
-    from costmodel import report_solve
+    from costmodel.report import solve as report_solve
     from costmodel.solve.batch import solve_batch
     from costmodel.solve.split import optimize_split, parse_slice
 
@@ -134,7 +134,7 @@ def explain_batch_cmd(
     question,
 ) -> None:
     """Derive `solve batch` step by step."""
-    from costmodel.explain import batch_derivation
+    from costmodel.solve.explain import batch_derivation
     from costmodel.solve.batch import solve_batch
 
     _check_format(fmt)
@@ -154,7 +154,7 @@ def explain_fsdp_cmd(
     layout,
 ) -> None:
     """Derive `solve fsdp` step by step."""
-    from costmodel.explain import fsdp_derivation
+    from costmodel.solve.explain import fsdp_derivation
     from costmodel.specs.load import load_model, load_recipe
 
     _check_format(fmt)
@@ -179,7 +179,7 @@ def explain_memory_cmd(
     layout,
 ) -> None:
     """Derive `cost4d memory` step by step."""
-    from costmodel.explain import memory_derivation
+    from costmodel.solve.explain import memory_derivation
     from costmodel.specs.load import load_model, load_recipe
 
     _check_format(fmt)

@@ -1,0 +1,101 @@
+"""`cost4d memory`, `cost4d flops`, `cost4d comm`: the aggregator's numbers for one layout."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from costmodel.cli import options as o
+from costmodel.cli.layout import MEMORY, with_layout
+from costmodel.errors import CostModelError
+from costmodel.units import UnitSystem
+
+
+@with_layout(*MEMORY)
+def memory(
+    model: o.ModelOpt,
+    recipe: o.RecipeOpt = "cs336",
+    hardware: o.HardwareOpt = None,
+    units: o.UnitsOpt = UnitSystem.si,
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
+) -> None:
+    """Memory per device by component: weights, master, gradients, optimizer, activations.
+
+    Example: cost4d memory --model xxl --fsdp 38 --tokens 4096 --shard-activations 0.5 --symbolic
+    """
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.report.memory import memory as report
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, rec = load_model(model), load_recipe(recipe)
+    device = load_hardware(hardware or "h100-sxm")
+    cost = evaluate_layout(spec, rec, layout)
+    report(cost, layout, device, fits=hardware is not None, units=units, as_json=as_json,
+           formula=_formula(spec, rec, layout) if symbolic else None)
+
+
+@with_layout("tokens", "tp", "pp", "cp", "recompute", tokens=1)
+def flops(
+    model: o.ModelOpt,
+    seq: int = typer.Option(None, help="Sequence length for the attention term (default: the model's)."),
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
+) -> None:
+    """Forward and backward FLOPs per token and per step (matmuls, as FlopCounterMode counts).
+
+    Model FLOPs (MFU's numerator) count no recomputation; with --recompute the hardware FLOPs
+    (HFU's numerator) add the forward work done again in backward.
+    """
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.report.calc import flops as report
+    from costmodel.specs.load import load_model, load_recipe
+
+    spec = load_model(model)
+    if seq is not None and seq <= 0:
+        raise CostModelError(f"--seq {seq}: must be positive")
+    rec = load_recipe("cs336")  # FLOPs do not depend on the precision recipe
+    cost = evaluate_layout(spec, rec, layout, seq_len=seq)
+    report(cost, layout, as_json=as_json, formula=_formula(spec, rec, layout, seq_len=seq) if symbolic else None)
+
+
+@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
+             "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum", "tp_ends")
+def comm(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(help="Device name (see `cost4d hardware`) or a spec file.")],
+    recipe: o.RecipeOpt = "cs336",
+    units: o.UnitsOpt = UnitSystem.si,
+    as_json: o.JsonOpt = False,
+    symbolic: o.SymbolicOpt = False,
+    *,
+    layout,
+) -> None:
+    """Bytes each device sends per step in each collective, its level and time (calibrated where the spec is).
+
+    Example: cost4d comm --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --tokens 4096
+    """
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.report.calc import comm as report
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
+    cost = evaluate_layout(spec, rec, layout, device)
+    report(cost, layout, device, units=units, as_json=as_json,
+           formula=_formula(spec, rec, layout) if symbolic else None)
+
+
+def _formula(spec, recipe, layout, **options):
+    from costmodel.cost.symbolic import formula
+
+    return formula(spec, recipe, layout, **options)
+
+
+def register(app) -> None:
+    for command in (memory, flops, comm):
+        app.command()(command)

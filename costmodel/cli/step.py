@@ -1,0 +1,43 @@
+"""`cost4d step`: predicted time per step, tokens/s, MFU and HFU, with the breakdown."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from costmodel.cli import options as o
+from costmodel.cli.layout import with_layout
+
+
+@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
+             "microbatches", "chunks", "cp_kind", "grad_accum", "tp_ends")
+def step(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(help="Device name or spec file (needs a step_model section).")],
+    recipe: o.RecipeOpt = "cs336",
+    overlap: Annotated[str, typer.Option(
+        help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
+    = "overlap",
+    as_json: o.JsonOpt = False,
+    *,
+    layout,
+) -> None:
+    """Predicted time per optimizer step: matmuls, memory-bound ops, collectives, pipeline bubble.
+
+    Collective times come from the same time model as `cost4d comm` (calibrated where the spec is).
+    Example: cost4d step --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8
+    --tokens 8192 --microbatches 16 --recompute selective
+    """
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.errors import CostModelError
+    from costmodel.report.step import step as report
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
+    if layout.tokens == 0:
+        raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
+    if device.step_model is None:
+        raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
+    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap)
+    report(cost, device, as_json=as_json)

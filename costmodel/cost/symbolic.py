@@ -1,0 +1,113 @@
+"""The aggregator evaluated with letters: the formulas ``--symbolic``, ``explain`` and the solvers show.
+
+Nothing here is a formula: :func:`formula` calls :func:`costmodel.cost.evaluate.evaluate` with the
+model's widths and the layout's degrees as sympy symbols, and :func:`at` evaluates any resulting
+expression at the layout's values. Imported only when a formula is asked for (sympy is slow to load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from costmodel.cost import memory as cm
+from costmodel.cost.evaluate import Cost, evaluate
+from costmodel.cost.point import LETTERS as POINT_LETTERS, Point
+from costmodel.cost.shape import LETTERS as SHAPE_LETTERS, Shape
+
+MEANINGS = {
+    "D": "model width (residual stream)", "F": "MLP hidden width", "L": "layers", "a": "attention heads",
+    "k": "KV heads", "d_h": "head width", "V": "vocabulary", "s": "sequence length",
+    "N": "FSDP shards", "R": "DP replicas", "Y": "TP degree", "p": "pipeline stages", "c": "CP degree",
+    "B": "tokens per replica per micro-batch", "m": "micro-batches", "v": "interleaved chunks",
+    "k_a": "gradient-accumulation steps", "M_X": "torus axes of the data axis", "M_Y": "torus axes of the TP axis",
+    "K": "layers per recomputed group", "e_mm": "matmul efficiency (measured table at this shape)",
+    "P": "parameters on this device before data-axis sharding",
+    "A": "activation bytes on this device before data-axis sharding",
+    "U": "parameters whose low-precision copy autograd does not save (first matmuls of a stack fed with data)",
+}
+
+
+@dataclass(frozen=True)
+class Formula:
+    """The aggregator's result in letters, and the letters' values at the layout."""
+
+    cost: Cost
+    values: dict  # Symbol -> number
+
+    def at(self, expr):
+        """``expr`` evaluated at the layout (exact rational arithmetic, then a float)."""
+        return at(expr, self.values)
+
+    def legend(self, *exprs) -> dict:
+        """Letter -> (meaning, value) for the letters the expressions use."""
+        used = set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set(self.values)
+        return {str(s): (MEANINGS.get(str(s), ""), self.values[s]) for s in sorted(used, key=str) if s in self.values}
+
+
+def symbol(letter: str):
+    """The symbol of a letter, with the assumptions the shape and point give it."""
+    if letter == "e_mm":
+        return sp.Symbol(letter, positive=True)
+    return sp.Symbol(letter, positive=True, integer=True)
+
+
+def formula(model, recipe, layout, hardware=None, **options) -> Formula:
+    """:func:`evaluate` with letters; ``values`` holds each letter's value for this layout."""
+    shape, point = Shape.of(model), Point.of(layout)
+    cost = evaluate(shape.symbolic(), recipe, point.symbolic(), hardware, **options)
+    values = {symbol(SHAPE_LETTERS[f]): v for f, v in _shape_values(shape).items()}
+    values.update({symbol(POINT_LETTERS[f]): v for f, v in point.values().items()})
+    if cost.step is not None and isinstance(cost.step.matmul_efficiency, sp.Basic):
+        numeric = evaluate(shape, recipe, point, hardware, **options)
+        values[symbol("e_mm")] = numeric.step.matmul_efficiency
+    return Formula(cost, values)
+
+
+def _shape_values(shape: Shape) -> dict:
+    symbolic = shape.symbolic()
+    return {f: getattr(shape, f) for f in SHAPE_LETTERS if getattr(symbolic, f) is not getattr(shape, f)}
+
+
+def at(expr, values: dict):
+    """An expression evaluated at ``values`` (exact where the expression is)."""
+    result = sp.sympify(expr).xreplace({k: sp.Integer(v) if isinstance(v, int) else sp.Float(v, 30)
+                                        for k, v in values.items()})
+    return float(result)
+
+
+def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
+    """The heaviest stage's components in P, A, U and N (the CS336 view), and their values.
+
+    The same component functions as the numbers, with P, A and U for the stage's parameters,
+    activation bytes and unsaved weight copies: evaluated at the values, they give the same total.
+    """
+    numeric = evaluate(Shape.of(model), recipe, Point.of(layout)).heaviest
+    point = Point.of(layout)
+    fsdp = symbol("N") if point.fsdp != 1 else 1
+    lettered = replace(point, fsdp=fsdp, shard_activations=sp.Rational(point.symbolic().shard_activations))
+    P, A, U = symbol("P"), symbol("A"), symbol("U")
+    unsaved_value = cm.unsaved_params(Shape.of(model), point, numeric.stage)
+    unsaved = U if unsaved_value else 0
+    comps = cm.components(recipe, lettered, params=P, activation_bytes=A if numeric.activation_bytes else 0,
+                          weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved))
+    values = {P: numeric.stage.params, A: numeric.activation_bytes, U: unsaved_value}
+    if fsdp != 1:
+        values[fsdp] = point.fsdp
+    return {k: sp.sympify(v) for k, v in comps.items()}, values
+
+
+def collect_total(components: dict):
+    """The total with the 1/N terms gathered: e.g. (16 P + A/2)/N + A/2."""
+    total = sp.expand(sum(components.values()))
+    n = symbol("N")
+    return sp.collect(total, 1 / n) if total.has(n) else total
+
+
+def text(expr) -> str:
+    return sp.sstr(expr)
+
+
+def latex(expr) -> str:
+    return sp.latex(expr)

@@ -1,0 +1,80 @@
+"""What every printer shares: JSON-ready numbers, the console, tables, the layout in words."""
+
+from __future__ import annotations
+
+
+def number(value):
+    """An int when the value is whole (JSON stays exact), else a float."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "item"):  # numpy scalars
+        return number(value.item())
+    return value
+
+
+def emit_json(payload: dict) -> None:
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
+    """With --json, print the payload (and the formula, if asked for) and say so."""
+    if as_json:
+        if symbolic:
+            payload["symbolic"] = symbolic
+        emit_json(payload)
+    return as_json
+
+
+def console():
+    """Rich console; when piped (no terminal to measure), 120 columns rather than rich's 80."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+
+
+def table(title: str, *columns: str):
+    """A rich table; columns whose name starts with '>' are right-aligned numbers."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for column in columns:
+        right = column.startswith(">")
+        t.add_column(column.lstrip(">"), justify="right" if right else "left")
+    return t
+
+
+def layout_text(layout) -> str:
+    parts = [f"{axis}={getattr(layout, axis)}" for axis in ("dp", "fsdp", "tp", "pp", "cp")
+             if getattr(layout, axis) > 1]
+    if layout.fsdp > 1:
+        parts.append(f"ZeRO-{layout.zero}")
+    if layout.sp:
+        parts.append("sp")
+    return ", ".join(parts) or "one device"
+
+
+def unit_name(units) -> str:
+    from costmodel.units import in_unit
+
+    return in_unit(0, units)[1]
+
+
+def in_units(value, units) -> str:
+    from costmodel.units import in_unit
+
+    return f"{in_unit(value, units)[0]:,.2f}"
+
+
+def print_formula(out, title: str, lines: dict, legend: dict) -> None:
+    """A formula block: name = expression lines, then each letter's meaning and value."""
+    out.print(f"[bold]Formula[/] ({title})")
+    width = max((len(k) for k in lines), default=0)
+    for name, expr in lines.items():
+        out.print(f"  {name:<{width}} = {expr}")
+    for letter, (meaning, value) in legend.items():
+        out.print(f"  {letter} = {number(value):,}" + (f"  ({meaning})" if meaning else ""))

@@ -1,0 +1,127 @@
+"""Output of `cost4d memory`: the heaviest stage's components, every stage with --pp, the formula."""
+
+from __future__ import annotations
+
+from costmodel.cost.capacity import capacity_bytes, devices_worth
+from costmodel.cost.memory import weight_copy_kind
+from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
+                                     unit_name)
+from costmodel.units import UnitSystem, format_bytes
+
+COMPONENT_LABELS = {
+    "weights": "low-precision weights",
+    "master_weights": "master weights",
+    "grads": "accumulated gradients",
+    "optimizer": "optimizer state",
+    "weight_copies": "weight copies saved for backward",
+    "activations": "activations saved for backward",
+}
+
+
+def payload(cost, layout, hardware, fits: bool) -> dict:
+    """The JSON of `cost4d memory` (raw bytes)."""
+    top = cost.heaviest
+    worth = devices_worth(cost.state_bytes_unsharded, hardware)
+    out = {
+        "model": cost.shape.name, "recipe": cost.recipe.name, "layout": layout.model_dump(),
+        "params": cost.params, "params_per_device": top.stage.params,
+        "components": {k: number(v) for k, v in top.components.items()},
+        "total_bytes": number(top.total_bytes),
+        "state_bytes_unsharded": number(cost.state_bytes_unsharded),
+        "activation_bytes_per_token": number(top.stage.activation_bytes_per_token),
+        "weight_copies": weight_copy_kind(cost.recipe, cost.point),
+        "devices_worth": {"hardware": hardware.name,
+                          "readings": [{"convention": r.convention, "capacity_bytes": number(r.capacity_bytes),
+                                        "ratio": r.ratio, "devices": r.devices} for r in worth]},
+    }
+    if fits:
+        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity_bytes(hardware),
+                       "fits": top.total_bytes <= capacity_bytes(hardware)}
+    if layout.pp > 1:
+        out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
+                           "chunks": layout.chunks, "bubble_fraction": cost.bubble,
+                           "p2p_bytes_per_microbatch": number(cost.p2p_bytes_per_microbatch)}
+        out["stages"] = [{"stage": s.stage.role.index, "layers": s.stage.layers, "params_per_device": s.stage.params,
+                          "activation_bytes": number(s.activation_bytes), "total_bytes": number(s.total_bytes)}
+                         for s in cost.stages]
+    return out
+
+
+def memory(cost, layout, hardware, *, fits: bool, units, as_json: bool, formula=None) -> None:
+    """Print the per-device memory breakdown (and, with a formula, the formula first)."""
+    data = payload(cost, layout, hardware, fits)
+    sym = symbolic_payload(cost, formula) if formula is not None else None
+    if emitted_json(data, sym, as_json):
+        return
+    out = console()
+    if sym:
+        print_formula(out, "bytes per device, heaviest stage", {**sym["components"], "total": sym["total"]},
+                      formula.legend(*formula_exprs(cost, formula).values()))
+        out.print(f"  total evaluated = {sym['total_evaluated']:,} B\n")
+    top = cost.heaviest
+    out.print(f"[bold]{cost.shape.name}[/]: {cost.params:,} parameters; recipe [bold]{cost.recipe.name}[/] "
+              f"({cost.recipe.description}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per replica")
+    kind = data["weight_copies"]
+    t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")
+    for name, value in top.components.items():
+        if name == "weight_copies" and kind == "none":
+            continue
+        label = COMPONENT_LABELS[name] + (f" ({kind})" if name == "weight_copies" else "")
+        t.add_row(label, f"{value:,.0f}", in_units(value, units))
+    t.add_row("[bold]total[/]", f"[bold]{top.total_bytes:,.0f}[/]", f"[bold]{in_units(top.total_bytes, units)}[/]")
+    out.print(t)
+    if layout.pp > 1:
+        _print_stages(out, cost, data["pipeline"], units)
+    per_token = top.stage.activation_bytes_per_token
+    out.print(f"Saved for backward per token ({cost.recipe.activations}): {per_token:,.0f} B "
+              f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
+    state = cost.state_bytes_unsharded
+    out.print(f"Unsharded training state ({cost.recipe.state_bytes_per_param} B/param): {state:,.0f} B "
+              f"= {state / 1e9:,.1f} GB = {state / 2**30:,.1f} GiB")
+    for r in devices_worth(state, hardware):
+        out.print(f"  = {r.ratio:.2f} -> {r.devices} x {hardware.name} at {r.label}")
+    if fits:
+        verdict = "fits" if data["fits"]["fits"] else "does NOT fit"
+        out.print(f"Per-device total {format_bytes(top.total_bytes, units)} {verdict} in "
+                  f"{hardware.name}'s {format_bytes(capacity_bytes(hardware), units)}")
+    out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
+
+
+def _print_stages(out, cost, pipe: dict, units) -> None:
+    t = table(f"Pipeline stages ({pipe['schedule']}, m = {pipe['microbatches']}, bubble "
+              f"{pipe['bubble_fraction']:.1%} of the step; {format_bytes(pipe['p2p_bytes_per_microbatch'], units)} "
+              "sent to the next stage per micro-batch, each way)", ">stage", ">layers", ">params/device",
+              f">activations {unit_name(units)}", f">total {unit_name(units)}", "")
+    heaviest = cost.heaviest.stage.role.index
+    last = len(cost.stages) - 1
+    for s in cost.stages:
+        i = s.stage.role.index
+        role = ", ".join(r for r, on in (("first", i == 0), ("last", i == last), ("heaviest", i == heaviest)) if on)
+        t.add_row(str(i), str(s.stage.layers), f"{s.stage.params:,}", in_units(s.activation_bytes, units),
+                  in_units(s.total_bytes, units), role)
+    out.print(t)
+    out.print(f"The table above is stage {heaviest}, the heaviest.")
+
+
+def formula_exprs(cost, formula) -> dict:
+    """The heaviest stage's components in letters (the symbolic stage with the same role)."""
+    index = cost.heaviest.stage.role.index
+    last = len(cost.stages) - 1
+    roles = [s.stage.role.index for s in formula.cost.stages]
+    wanted = None if (index == last and index > 0) else index
+    if wanted not in roles:  # one stage: the symbolic view has it as stage 0
+        wanted = roles[0]
+    return formula.cost.stages[roles.index(wanted)].components
+
+
+def symbolic_payload(cost, formula) -> dict:
+    """Components and total in letters, the letters' values, and the total evaluated at them."""
+    from costmodel.cost import symbolic as sy
+
+    comps = formula_exprs(cost, formula)
+    total = sy.collect_total(comps)
+    return {"components": {k: sy.text(v) for k, v in comps.items() if v != 0},
+            "total": sy.text(total), "latex": sy.latex(total),
+            "heaviest_of_stages": sy.text(formula.cost.memory_bytes) if len(formula.cost.stages) > 1 else None,
+            "letters": {k: {"meaning": m, "value": number(v)} for k, (m, v) in formula.legend(total).items()},
+            "total_evaluated": number(formula.at(total))}

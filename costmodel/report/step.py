@@ -1,0 +1,37 @@
+"""Output of `cost4d step`: the step's parts, tokens/s, MFU, HFU and the time model used."""
+
+from __future__ import annotations
+
+from costmodel.report.common import console, emit_json, table
+
+
+def payload(cost, hardware) -> dict:
+    b = cost.step
+    return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
+            "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu, "hfu": b.hfu,
+            "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency, "overlap": b.overlap,
+            "breakdown": b.parts, "step_model_source": hardware.step_model.source,
+            "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"]}
+
+
+def step(cost, hardware, *, as_json: bool) -> None:
+    data = payload(cost, hardware)
+    if as_json:
+        emit_json(data)
+        return
+    b = cost.step
+    out = console()
+    t = table(f"{cost.shape.name} on {b.devices} x {hardware.name}: one step", "part", ">seconds", "")
+    notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak", "elementwise_s": "norms, softmax, ... (HBM)",
+             "tp_s": "on the critical path", "cp_s": "on the critical path", "p2p_s": "pipeline sends",
+             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": f"of which exposed ({b.overlap})"}
+    for key, value in b.parts.items():
+        if value:
+            t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4f}", notes[key])
+    t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
+    t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]", "")
+    out.print(t)
+    out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {b.mfu:.1%}, "
+              f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s bf16 dense)")
+    out.print(f"Step-model parameters: {hardware.step_model.source}")
+    out.print("Collective times: " + "; ".join(data["collective_time_model"]))

@@ -1,1 +1,0 @@
-"""Strategies: wire the pure formulas to specs and a layout, one module per concern."""
