@@ -16,7 +16,7 @@ from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware
 from costmodel.specs.model import Transformer
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.step import step_breakdown
+from costmodel.cost.evaluate import evaluate_layout
 
 # Table 3 configurations and Table 5 iteration times (s), present work: SP + selective recompute
 TABLE = {  # heads, hidden, layers, tp, pp, gpus, global batch, micro-batch, interleave chunks, measured s
@@ -44,7 +44,7 @@ def parts(hardware):
     out = {}
     for name in TABLE:
         model, layout, measured = korthikanti_case(name)
-        b = step_breakdown(model, RECIPES["megatron"], layout, unit)
+        b = evaluate_layout(model, RECIPES["megatron"], layout, unit).step
         out[name] = (b.matmul_s, b.elementwise_s, b.tp_s + b.cp_s + b.p2p_s + b.data_exposed_s, b.bubble, measured)
     return out
 

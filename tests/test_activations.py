@@ -7,8 +7,7 @@ from costmodel.formulas import activations as ac
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import Transformer
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies import activations as acts
-from costmodel.strategies.memory import memory_breakdown
+import costs
 
 s, b, h, a, t = sp.symbols("s b h a t", positive=True)
 
@@ -72,7 +71,7 @@ def test_figure_1_activations_of_the_first_stage(name):
     for (sp_flag, recompute), gib in zip([(False, "none"), (True, "selective")], FIG_1_GIB[name]):
         model, layout = korthikanti(name, sp_flag, recompute)
         layers = -(-model.layers // layout.pp)
-        per_token = acts.full_layer_bytes_per_token(model, 2, layout) * layers * acts.in_flight(layout, 0)
+        per_token = costs.layer_bytes_per_token(model, 2, layout) * layers * costs.first_stage_in_flight(layout)
         assert per_token * layout.tokens / 2**30 == pytest.approx(gib, rel=1e-12)
 
 
@@ -82,7 +81,7 @@ def test_figure_1_with_embeddings_and_logits(name):
     inputs and fp32 logits where it is the last (Korthikanti Sec. 4.1, 'extra terms'). Tolerance:
     those extras, under 2% for these models."""
     model, layout = korthikanti(name)
-    b = memory_breakdown(model, RECIPES["megatron"], layout)
+    b = costs.memory(model, RECIPES["megatron"], layout)
     assert b.activation_bytes / 2**30 == pytest.approx(FIG_1_GIB[name][0], rel=0.02)
 
 
@@ -96,9 +95,9 @@ FIG_7 = {  # % of the TP baseline: sequence, selective, sequence + selective, fu
 def test_figure_7_percentages(name):
     """Tolerance 0.2 points: the values were read off the paper's bar chart (see shared/data)."""
     base_model, base = korthikanti(name)
-    baseline = acts.full_layer_bytes_per_token(base_model, 2, base)
+    baseline = costs.layer_bytes_per_token(base_model, 2, base)
     variants = [(True, "none"), (False, "selective"), (True, "selective")]
-    got = [100 * acts.full_layer_bytes_per_token(base_model, 2, korthikanti(name, s_, r)[1]) / baseline
+    got = [100 * costs.layer_bytes_per_token(base_model, 2, korthikanti(name, s_, r)[1]) / baseline
            for s_, r in variants]
-    got.append(100 * acts.input_bytes_per_token(base_model, 2, base) / baseline)
+    got.append(100 * costs.input_bytes_per_token(base_model, 2, base) / baseline)
     assert got == pytest.approx(list(FIG_7[name]), abs=0.2)

@@ -47,16 +47,18 @@ def test_memory_xxl_human_output_names_units():
 
 
 def test_symbolic_fsdp_formula_and_numbers_agree():
-    """(16P + A/2)/N + A/2 in some equivalent form, and its value equals the numeric total."""
+    """(16P + A/2)/N + A/2 with P = 2DFL and A = 2B(D + F)L (CS336 (b), by hand), and its value is the total."""
     import sympy as sp
 
     out = run_json("memory", "--model", "xxl", "--fsdp", "38", "--tokens", "4096",
                    "--shard-activations", "0.5", "--symbolic")
-    P, A, N = sp.symbols("P A N", positive=True)
-    total = sp.parse_expr(out["symbolic"]["total"], local_dict={"P": P, "A": A, "N": N})  # our own output
+    D, F, L, N, B = sp.symbols("D F L N B", positive=True)
+    total = sp.parse_expr(out["symbolic"]["total"], local_dict={"D": D, "F": F, "L": L, "N": N, "B": B})  # our output
+    P, A = 2 * D * F * L, 2 * B * (D + F) * L
     assert sp.simplify(total - ((16 * P + A / 2) / N + A / 2)) == 0
-    values = {P: 219_848_638_464, A: 17_547_264 * 4096, N: 38}
+    values = {D: 16384, F: 53248, L: 126, N: 38, B: 4096}
     assert float(total.subs(values)) == pytest.approx(out["total_bytes"], rel=1e-12)
+    assert out["symbolic"]["total_evaluated"] == pytest.approx(out["total_bytes"], abs=0.5)  # float rounding only
 
 
 def test_symbolic_is_printed_before_the_numbers():

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.comm import step_collectives, timed_collectives
+from costmodel.cost.network import egress_bandwidth
+from costs import collectives as step_collectives, timed as timed_collectives
 
 XXL = load_model("xxl")
 CS336 = RECIPES["cs336"]
@@ -72,7 +73,7 @@ def test_tpu_time_is_bytes_over_w_ici_times_m():
     """T_FSDP forward = sent / (W_ici M_X), W_ici = 1.8e11 B/s (v5p, Scaling Book)."""
     rows = timed_collectives(XXL, CS336, Layout(fsdp=16, tp=4, mx=2, tokens=4096), load_hardware("tpu-v5p"))
     ag = next(r for r in rows if r.collective.op == "all-gather" and r.collective.phase == "forward")
-    assert ag.link.bandwidth == 2 * 1.8e11
+    assert egress_bandwidth(load_hardware("tpu-v5p"), ag.placement) == 2 * 1.8e11
     assert ag.seconds == pytest.approx(15 / 16 * 2 * P / 4 / (2 * 1.8e11), rel=1e-12)
 
 
@@ -80,5 +81,5 @@ def test_gpu_axis_leaves_the_nvlink_domain():
     h100 = load_hardware("h100-sxm")
     inside = timed_collectives(XXL, CS336, Layout(fsdp=8), h100)
     across = timed_collectives(XXL, CS336, Layout(fsdp=16), h100)
-    assert {r.link.level for r in inside} == {"nvlink"}
-    assert {r.link.level for r in across} == {h100.network[-1].name}
+    assert {r.level for r in inside} == {"nvlink"}
+    assert {r.level for r in across} == {f"nvlink+{h100.network[-1].name}"}  # two levels: ring in the node, NICs across

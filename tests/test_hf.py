@@ -9,7 +9,15 @@ import pytest
 
 from costmodel.errors import CostModelError
 from costmodel.specs.load import load_model
-from costmodel.strategies.model import param_parts, total_params
+from costmodel.cost.shape import Shape
+
+
+def param_parts(model):
+    return Shape.of(model).param_parts()
+
+
+def total_params(model):
+    return Shape.of(model).total_params()
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

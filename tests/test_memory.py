@@ -8,7 +8,8 @@ from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_model
 from costmodel.specs.model import FFNStack
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.memory import STATE_BYTES, memory_breakdown
+from costmodel.cost.memory import STATE_BYTES
+from costs import memory as memory_breakdown
 
 XXL = load_model("xxl")
 CS336 = RECIPES["cs336"]

@@ -9,9 +9,11 @@ from costmodel.formulas import pipeline as pl
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_model
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies import stages
-from costmodel.strategies.memory import memory_breakdown
-from costmodel.strategies.model import total_params
+from costmodel.cost.evaluate import evaluate_layout
+from costmodel.cost.shape import Shape
+from costmodel.cost.stage import stage
+from costmodel.cost.point import Point
+from costmodel.parallel.pipeline.stages import every_stage
 
 
 def test_1f1b_four_stages_four_microbatches():
@@ -36,7 +38,10 @@ def test_microbatches_in_flight():
 
 
 def test_uneven_split_puts_the_extra_layers_first():
-    assert stages.stage_layer_counts(126, 16) == [8] * 14 + [7] * 2
+    layout = Layout(pp=16)
+    counts = [stage(Shape.of(load_model("xxl")), RECIPES["cs336"], Point.of(layout), role).layers
+              for role in every_stage(16)]
+    assert counts == [8] * 14 + [7] * 2
 
 
 @settings(max_examples=40, deadline=None)
@@ -44,17 +49,19 @@ def test_uneven_split_puts_the_extra_layers_first():
 def test_stage_parameters_add_up_to_the_model(name, pp):
     """Every parameter sits on exactly one stage (plus the last stage's copy of tied embeddings)."""
     model = load_model(name)
-    counts = stages.stage_layer_counts(model.layers, pp)
-    held = sum(stages.stage_params(model, n, i == 0, i == pp - 1, pp) for i, n in enumerate(counts))
+    if pp > model.layers:
+        return
+    shape, point = Shape.of(model), Point.of(Layout(pp=pp))
+    held = sum(stage(shape, RECIPES["cs336"], point, role).params for role in every_stage(pp))
     tied_copy = model.vocab * model.hidden if model.kind == "transformer" and model.tied_embeddings and pp > 1 else 0
-    assert held == total_params(model) + tied_copy
+    assert held == shape.total_params() + tied_copy
 
 
 def test_first_stage_is_the_heaviest_under_1f1b():
-    b = memory_breakdown(load_model("llama3-70b"), RECIPES["megatron"],
-                         Layout(tp=8, pp=8, sp=True, tokens=8192, recompute="selective"))
-    assert b.stage == 0 and len(b.stages) == 8
-    assert b.total_bytes == max(s.total_bytes for s in b.stages)
+    cost = evaluate_layout(load_model("llama3-70b"), RECIPES["megatron"],
+                           Layout(tp=8, pp=8, sp=True, tokens=8192, recompute="selective"))
+    assert cost.heaviest.stage.role.index == 0 and len(cost.stages) == 8
+    assert cost.memory_bytes == max(s.total_bytes for s in cost.stages)
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -69,4 +76,4 @@ def test_schedules_reject_impossible_micro_batching(fields, message):
 
 def test_more_stages_than_layers():
     with pytest.raises(CostModelError, match="more than the model's 32 layers"):
-        memory_breakdown(load_model("llama3-8b"), RECIPES["cs336"], Layout(pp=64))
+        evaluate_layout(load_model("llama3-8b"), RECIPES["cs336"], Layout(pp=64))

@@ -12,7 +12,7 @@ from fit_step_korthikanti import TABLE, korthikanti_case  # noqa: E402  (the con
 
 from costmodel.specs.load import load_hardware
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.step import step_breakdown
+from costs import step as step_breakdown
 
 A100 = load_hardware("a100-80gb")
 TABLE_5_MFU = {"22B": 41.5, "175B": 51.4, "530B": 56.0, "1T": 56.3}  # % of 312 TFLOP/s, Table 5

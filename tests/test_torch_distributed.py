@@ -17,7 +17,7 @@ Capture (see tests/dist_workers.py):
 Buffer S per call follows nccl-tests, as ``Collective.buffer_bytes`` does: the gathered output of
 an all-gather, the full input of a reduce-scatter or all-reduce. ``ring_bytes_sent`` is what a ring
 sends given the per-rank piece torch moved (n - 1 pieces; twice for all-reduce).
-Sources: strategies/data_comm.py data_collectives (FSDP, ZeRO-3), strategies/tensor_comm.py
+Sources: parallel/data/collectives.py (FSDP, ZeRO-3), parallel/tensor/collectives.py
 tensor_collectives (Megatron TP, sequence parallel), formulas/comms.py BYTES_SENT.
 """
 
@@ -33,7 +33,7 @@ import pytest
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import FFNStack
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.comm import step_collectives
+from costs import collectives as step_collectives
 
 CS336 = RECIPES["cs336"]  # bf16 compute (FSDP2 param_dtype), bf16 gradient communication (reduce_dtype)
 WORKER = Path(__file__).with_name("dist_workers.py")

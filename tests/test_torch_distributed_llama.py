@@ -28,7 +28,7 @@ the second step is logged, the first sets up the links and exchanges shapes): ea
 b_a x (micro-batch tokens) x D activation per micro-batch to the next stage and one gradient of the
 same size per micro-batch to the previous stage. cost4d's pipeline_sends models a middle stage
 (both directions); the first stage only sends activations and the last only gradients, so each
-stage is compared on the directions it has. Sources: strategies/comm.py pipeline_sends,
+stage is compared on the directions it has. Sources: parallel/pipeline collectives,
 formulas/pipeline.py p2p_bytes_per_microbatch; data_comm.py, tensor_comm.py as in the FFN test.
 """
 
@@ -40,7 +40,7 @@ from test_torch_distributed import RING_PASSES, measured_rows, predicted_rows, r
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import Transformer
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies.comm import step_collectives
+from costs import collectives as step_collectives
 
 CS336 = RECIPES["cs336"]  # bf16 compute and reduce (FSDP2 policy; TP and PP models cast to bf16)
 WORKER = Path(__file__).with_name("dist_llama_workers.py")

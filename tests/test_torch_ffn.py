@@ -18,8 +18,8 @@ from torch_models import SavedStorages, count_flops, ffn_stack
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import FFNStack
 from costmodel.specs.recipe import RECIPES
-from costmodel.strategies import model as mq
-from costmodel.strategies.memory import memory_breakdown
+from costmodel.cost.evaluate import evaluate_layout
+from costmodel.cost.shape import Shape
 
 CS336 = RECIPES["cs336"]
 
@@ -82,17 +82,17 @@ def test_ffn_stack_matches_torch(d, f, layers, batch_seq, activation, gated, inp
     tokens = math.prod(batch_seq)
     measured = training_step(ffn_stack(spec), stack_input(batch_seq, d, input_grad))
 
-    b = memory_breakdown(spec, CS336, Layout(tokens=tokens))
-    c = b.components
-    assert mq.total_params(spec) == b.params
+    cost = evaluate_layout(spec, CS336, Layout(tokens=tokens))
+    c = cost.heaviest.components
+    assert Shape.of(spec).total_params() == cost.params
     predicted = {
-        "params": b.params,
+        "params": cost.params,
         "master_weights": c["master_weights"],
         "grads": c["grads"],
         "optimizer": c["optimizer"],
         "saved_for_backward": c["activations"] + c["weight_copies"],
-        "forward_flops": tokens * mq.forward_flops_per_token(spec),
-        "backward_flops": tokens * mq.backward_flops_per_token(spec),
+        "forward_flops": tokens * cost.flops.forward_per_token,
+        "backward_flops": tokens * cost.flops.backward_per_token,
     }
     assert predicted == measured
 
@@ -123,10 +123,10 @@ def test_xxl_closed_form():
     assert 2 * d * f * layers == 219_848_638_464  # the hand arithmetic itself: P = 2 D F L
     xxl = FFNStack(name="xxl", d_model=d, d_ff=f, layers=layers)
     tokens = 4096
-    b = memory_breakdown(xxl, CS336, Layout(tokens=tokens))
-    c = b.components
-    assert mq.total_params(xxl) == b.params == 219_848_638_464
+    cost = evaluate_layout(xxl, CS336, Layout(tokens=tokens))
+    c = cost.heaviest.components
+    assert cost.params == 219_848_638_464
     # 16 B/param = fp32 master 4 + fp32 grads 4 + AdamW m, v fp32 4 + 4
     assert c["master_weights"] + c["grads"] + c["optimizer"] == 3_517_578_215_424
-    assert b.activation_bytes_per_token == 17_547_264  # bf16 2 B x (D + F) x L
+    assert cost.heaviest.stage.activation_bytes_per_token == 17_547_264  # bf16 2 B x (D + F) x L
     assert c["activations"] == 17_547_264 * tokens

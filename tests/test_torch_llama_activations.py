@@ -1,6 +1,6 @@
 """Bytes one Llama block saves for backward in real torch (bf16, CPU) against the activation formula, exact.
 
-Source of the prediction: costmodel/strategies/activations.py ``full_layer_bytes_per_token`` (recompute
+Source of the prediction: costmodel/cost/shape.py ``layer_activation_bytes_per_token`` (recompute
 "none") and ``input_bytes_per_token`` (recompute "full"), built from costmodel/formulas/activations.py
 (outside_tp, inside_tp, attention_core, layer_input). No TP, no SP; 2 = bf16 activation bytes.
 
@@ -47,7 +47,7 @@ from torch_models import SavedStorages
 
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import Transformer
-from costmodel.strategies import activations as acts
+import costs
 
 # h != a d_h, a != a_kv (real GQA), s != d_h: every term differs from the others and none is zero
 H, FFN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 48, 176, 4, 2, 16, 100
@@ -104,9 +104,9 @@ def test_saved_bytes_match_formula(flash, recompute, use_reentrant):
 
     layout = Layout(flash=flash, recompute=recompute)
     if recompute == "full":
-        per_token = acts.input_bytes_per_token(spec(), ACT_BYTES, layout)
+        per_token = costs.input_bytes_per_token(spec(), ACT_BYTES, layout)
     else:
-        per_token = acts.full_layer_bytes_per_token(spec(), ACT_BYTES, layout)
+        per_token = costs.layer_bytes_per_token(spec(), ACT_BYTES, layout)
     assert kept == TOKENS * per_token, {k: v / TOKENS for k, v in parts.items()}  # per token, by storage
 
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch_models import Decoder, count_flops, part_of
 
 from costmodel.specs.model import Transformer
-from costmodel.strategies import model as mq
+from costmodel.cost.shape import Shape
 
 LLAMA = dict(mlp="swiglu", norm="rmsnorm", bias=False, position="rope", tied_embeddings=False)
 GPT = dict(mlp="gelu", norm="layernorm", bias=True, position="learned", max_position=16,
@@ -42,11 +42,11 @@ def build(fields, batch_seq):
 @pytest.mark.parametrize("fields, batch_seq", [pytest.param(f, bs, id=c) for c, f, bs in CASES])
 def test_params_match_torch(fields, batch_seq):
     spec, model, _ = build(fields, batch_seq)
-    assert mq.total_params(spec) == sum(p.numel() for p in model.parameters())  # dedupes tied weights
+    assert Shape.of(spec).total_params() == sum(p.numel() for p in model.parameters())  # dedupes tied weights
     parts = {}
     for name, p in model.named_parameters():  # also deduped: a tied lm head is no module of its own
         parts[part_of(name)] = parts.get(part_of(name), 0) + p.numel()
-    assert mq.param_parts(spec) == parts
+    assert Shape.of(spec).param_parts() == parts
 
 
 @pytest.mark.parametrize("fields, batch_seq", [pytest.param(f, bs, id=c) for c, f, bs in CASES])
@@ -56,8 +56,8 @@ def test_flops_match_torch(fields, batch_seq):
     logits, forward = count_flops(lambda: model(tokens))
     loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten())  # no matmul in the loss
     _, backward = count_flops(loss.backward)
-    assert forward == b * s * mq.forward_flops_per_token(spec, seq_len=s)
-    assert backward == b * s * mq.backward_flops_per_token(spec, seq_len=s)
+    assert forward == b * s * Shape.of(spec).forward_flops_per_token(seq_len=s)
+    assert backward == b * s * Shape.of(spec).backward_flops_per_token(seq_len=s)
 
 
 PUBLISHED = [  # (case, spec fields, parameters as published)
@@ -72,4 +72,4 @@ PUBLISHED = [  # (case, spec fields, parameters as published)
 
 @pytest.mark.parametrize("fields, expected", [pytest.param(f, n, id=c) for c, f, n in PUBLISHED])
 def test_published_param_counts(fields, expected):
-    assert mq.total_params(Transformer(name="published", **fields)) == expected
+    assert Shape.of(Transformer(name="published", **fields)).total_params() == expected

@@ -82,6 +82,16 @@ class StageMemory:
         return sum(self.components.values())
 
     @property
+    def activation_bytes_per_token(self):
+        """Saved bytes per micro-batch token, times the micro-batches in flight."""
+        return self.stage.activation_bytes_per_token
+
+    @property
+    def params_per_device(self):
+        """The stage's parameters on one device, before data-axis sharding."""
+        return self.stage.params
+
+    @property
     def state_bytes(self):
         return sum(v for k, v in self.components.items() if k in STATE_BYTES)
 

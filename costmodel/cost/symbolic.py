@@ -90,7 +90,7 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     P, A, U = symbol("P"), symbol("A"), symbol("U")
     unsaved_value = cm.unsaved_params(Shape.of(model), point, numeric.stage)
     unsaved = U if unsaved_value else 0
-    comps = cm.components(recipe, lettered, params=P, activation_bytes=A if numeric.activation_bytes else 0,
+    comps = cm.components(recipe, lettered, params=P, activation_bytes=A,
                           weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved))
     values = {P: numeric.stage.params, A: numeric.activation_bytes, U: unsaved_value}
     if fsdp != 1:
