@@ -103,10 +103,9 @@ def indicator(condition):
 
 def exact_div(a, b):
     """a / b where the layout's checks guarantee b divides a: an int for ints, a fraction for symbols."""
-    if family(a, b) == "sympy":
-        return a / b
-    if _is_float(a) or _is_float(b):
-        return a / b
+    kind = family(a, b)
+    if kind == "sympy" or kind == "numpy" or _is_float(a) or _is_float(b):
+        return a / b  # arrays: true division is exact here and much faster than integer floor division
     return a // b
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from costmodel.cost import network
 from costmodel.cost.stage import Stage, stage
 from costmodel.parallel import context, data, pipeline, tensor
-from costmodel.parallel.collective import Collective, listed, select
+from costmodel.mathops import where
+from costmodel.parallel.collective import Collective, listed
 from costmodel.parallel.pipeline import StageRole, representative_stages
 
 
@@ -23,24 +24,32 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     return out
 
 
-def busiest_stage(shape, recipe, point) -> tuple[Stage, Stage, object]:
-    """(first, last, whether the last holds more parameters): the stage with the most data-axis traffic
-    is the one with the most parameters, the first on ties (middle stages never hold more than the first)."""
-    roles = representative_stages(point.pp)
-    first = stage(shape, recipe, point, roles[0])
-    last = stage(shape, recipe, point, roles[-1] if len(roles) > 1 else roles[0])
-    if len(roles) == 1:
-        return first, first, False
-    return first, last, last.params > first.params
+def busiest_stage(stages: list[Stage]) -> Stage:
+    """The stage with the most data-axis traffic: the one with the most parameters, the first on ties
+    (middle stages never hold more than the first). Arrays and formulas select field by field.
+    ``stages``: every stage, or the representative ones (first ... last)."""
+    first, last = stages[0], stages[-1]
+    if len(stages) == 1:
+        return first
+    last_wins = last.params > first.params
+    if isinstance(last_wins, bool):
+        return last if last_wins else first
+
+    def pick(a, b):
+        return where(last_wins, a, b)
+
+    role = StageRole(None, pick(last.role.first, first.role.first), pick(last.role.last, first.role.last))
+    return Stage(role, pick(last.layers, first.layers), pick(last.params, first.params),
+                 pick(last.root_params, first.root_params), pick(last.activation_bytes_per_token,
+                                                                 first.activation_bytes_per_token),
+                 pick(last.in_flight, first.in_flight))
 
 
-def step_collectives(shape, recipe, point) -> list[Collective]:
+def step_collectives(shape, recipe, point, stages: list[Stage] | None = None) -> list[Collective]:
     """Collectives of one step on the device of the stage with the most parameters."""
-    first, last, last_wins = busiest_stage(shape, recipe, point)
-    if first is last:
-        return listed(stage_collectives(shape, recipe, point, first))
-    return listed(select(last_wins, stage_collectives(shape, recipe, point, last),
-                         stage_collectives(shape, recipe, point, first)))
+    if stages is None:
+        stages = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+    return listed(stage_collectives(shape, recipe, point, busiest_stage(stages)))
 
 
 @dataclass(frozen=True)
@@ -59,16 +68,20 @@ class Timed:
 
 
 def timed(hardware, point, collectives: list[Collective], labels: bool = True) -> list[Timed]:
-    """Each collective with its placement and time; ``labels`` names level and calibration (one layout)."""
-    out = []
+    """Each collective with its placement and time; ``labels`` names level and calibration (one layout).
+    Placement and link cost are computed once per axis and op (t = latency + per_byte x S)."""
+    placements, costs, out = {}, {}, []
     for c in collectives:
-        where_ = network.placement(hardware, point, c.axis)
-        seconds = network.collective_seconds(hardware, op=c.op, buffer_bytes=c.buffer_bytes, where_=where_)
+        if c.axis not in placements:
+            placements[c.axis] = network.placement(hardware, point, c.axis)
+        where_ = placements[c.axis]
+        if (c.axis, c.op) not in costs:
+            costs[c.axis, c.op] = network.link_cost(hardware, c.op, where_)
         extra = {}
         if labels:
             extra = dict(level=network.level_label(hardware, where_),
                          calibration=network.calibration_used(hardware, c.op, where_))
-        out.append(Timed(c, where_, seconds, **extra))
+        out.append(Timed(c, where_, costs[c.axis, c.op].seconds(c.buffer_bytes), **extra))
     return out
 
 

@@ -9,17 +9,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costmodel.cost import checks
 from costmodel.cost.collectives import Timed, step_collectives, timed
 from costmodel.cost.flops import StepFlops, six_n_t, step_flops
 from costmodel.cost.memory import StageMemory, heaviest_total, stages_memory
-from costmodel.cost.point import Point
+from costmodel.cost.point import QUANTITIES, Point
+from costmodel.cost.stage import stage
 from costmodel.cost.shape import Shape
 from costmodel.cost.step import StepTime, step_time
 from costmodel.mathops import family, total
 from costmodel.parallel import pipeline
+from costmodel.parallel.pipeline import representative_stages
 
 
 @dataclass(frozen=True)
@@ -90,17 +92,28 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if kind == "number":
         checks.check(shape, point)
     elif kind == "numpy":
+        point = _as_float(point)
         valid = checks.valid(shape, point)
-    stages = stages_memory(shape, recipe, point)
+    held = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+    stages = stages_memory(shape, recipe, point, held)
     memory_bytes = heaviest_total(stages)
     flops = step_flops(shape, point, seq_len)
-    rows = step_collectives(shape, recipe, point)
+    rows = step_collectives(shape, recipe, point, held)
     step = None
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid)
+
+
+def _as_float(point: Point) -> Point:
+    """Arrays as float64: products such as FLOPs per step overflow int64 (exact for integers below 2^53)."""
+    import numpy as np
+
+    arrays = {name: np.asarray(getattr(point, name), dtype=np.float64) for name in QUANTITIES
+              if type(getattr(point, name)).__module__.startswith("numpy")}
+    return replace(point, **arrays)
 
 
 def evaluate_layout(model, recipe, layout, hardware=None, **options) -> Cost:

@@ -104,10 +104,11 @@ def stage_memory(shape, recipe, point, st: Stage) -> StageMemory:
                                             weight_copies=copies))
 
 
-def stages_memory(shape, recipe, point) -> list[StageMemory]:
+def stages_memory(shape, recipe, point, stages: list[Stage] | None = None) -> list[StageMemory]:
     """Every stage (one layout) or the three that contain the heaviest (arrays, formulas)."""
-    return [stage_memory(shape, recipe, point, stage(shape, recipe, point, role))
-            for role in representative_stages(point.pp)]
+    if stages is None:
+        stages = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+    return [stage_memory(shape, recipe, point, st) for st in stages]
 
 
 def heaviest_total(stages: list[StageMemory]):

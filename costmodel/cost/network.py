@@ -111,27 +111,33 @@ def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
     return latency, bandwidth, f"calibrated ({label}; {fits[-1].source})"
 
 
-def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
-    """One level: ring (or NVLS) with the level's latency and efficiency, or a calibration's."""
+@dataclass(frozen=True)
+class LinkCost:
+    """t = latency + per_byte x S for one call of an op on a group (both 0 for a group of one)."""
+
+    latency: object
+    per_byte: object
+
+    def seconds(self, buffer_bytes):
+        return self.latency + self.per_byte * buffer_bytes
+
+
+def one_level_cost(level, op: str, ranks, formula: str, cal, scale=1) -> LinkCost:
+    """One level: ring (or NVLS, or a send) with the level's latency and efficiency, or a calibration's."""
+    bandwidth = cal[1] if cal else level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
     if op == "send/recv":
-        latency = level.latency_s or 0.0
-        bandwidth = level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
-        if cal:
-            latency, bandwidth = cal[0], cal[1]
-        return latency + buffer_bytes / bandwidth
+        return LinkCost(cal[0] if cal else level.latency_s or 0.0, ct.p2p_seconds_per_byte(bandwidth=bandwidth))
     passes = PASSES[op]
-    if cal:
-        latency, bandwidth = cal[0], cal[1]
-    else:
-        bandwidth = level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
-        if formula == "nvls":
-            latency = level.nvls_latency_s or 0.0
-        else:
-            latency = (level.latency_s or 0.0) + passes * (ranks - 1) * (level.hop_latency_s or 0.0)
     if formula == "nvls":
-        return ct.nvls_allreduce_seconds(buffer_bytes=buffer_bytes, ranks=ranks, bandwidth=bandwidth, latency=latency)
-    return ct.ring_seconds(buffer_bytes=buffer_bytes, ranks=ranks, bandwidth=bandwidth, latency=latency,
-                           passes=passes)
+        latency = cal[0] if cal else level.nvls_latency_s or 0.0
+        return LinkCost(latency, ct.nvls_seconds_per_byte(ranks=ranks, bandwidth=bandwidth))
+    latency = cal[0] if cal else (level.latency_s or 0.0) + passes * (ranks - 1) * (level.hop_latency_s or 0.0)
+    return LinkCost(latency, ct.ring_seconds_per_byte(ranks=ranks, bandwidth=bandwidth, passes=passes))
+
+
+def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
+    """Seconds of one call on one level (what a fit's residuals are computed with)."""
+    return one_level_cost(level, op, ranks, formula, cal, scale).seconds(buffer_bytes)
 
 
 def formula_for(op: str, algorithm: str) -> str:
@@ -145,46 +151,51 @@ def formula_for(op: str, algorithm: str) -> str:
     return "ring"
 
 
-def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
-    """Seconds of one call of ``op`` on a buffer of S bytes over the group ``where_`` (0 for one rank)."""
+def _select(condition, a: LinkCost, b: LinkCost) -> LinkCost:
+    return LinkCost(where(condition, a.latency, b.latency), where(condition, a.per_byte, b.per_byte))
+
+
+def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> LinkCost:
+    """Latency and seconds per byte of one call of ``op`` over the group ``where_`` (0 for one rank)."""
     formula = formula_for(op, algorithm)
     ranks = where_.ranks
     if hardware.kind == "tpu":
         ici = hardware.level("ici")
-        on_ici = one_level_seconds(ici, op, buffer_bytes, ranks, "ring", calibration(hardware, op, ici.name, ranks, algorithm),
-                            where_.scale)
-        seconds = on_ici
+        cost = one_level_cost(ici, op, ranks, "ring", calibration(hardware, op, ici.name, ranks, algorithm),
+                              where_.scale)
         if where_.dcn is not False:
             dcn = hardware.level("dcn")
-            on_dcn = one_level_seconds(dcn, op, buffer_bytes, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
-            seconds = where(where_.dcn, on_dcn, on_ici)
-        return where(above_one(ranks), seconds, 0)
-    fast, slow = hardware.network[0], hardware.network[-1]
-    single = one_level_seconds(fast, op, buffer_bytes, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
-    if len(hardware.network) == 1:
-        return where(above_one(ranks), single, 0)
-    across = _across_domains(hardware, op, buffer_bytes, where_, algorithm)
-    return where(above_one(ranks), where(where_.domains > 1, across, single), 0)
+            cost = _select(where_.dcn, one_level_cost(dcn, op, ranks, "ring", calibration(hardware, op, dcn.name, ranks)),
+                           cost)
+    else:
+        fast = hardware.network[0]
+        cost = one_level_cost(fast, op, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
+        if len(hardware.network) > 1:
+            cost = _select(where_.domains > 1, _across_domains(hardware, op, where_, algorithm), cost)
+    return _select(above_one(ranks), cost, LinkCost(0, 0))
 
 
-def _across_domains(hardware, op: str, buffer_bytes, where_: Placement, algorithm: str):
+def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
+    """Seconds of one call of ``op`` on a buffer of S bytes over the group ``where_`` (0 for one rank)."""
+    return link_cost(hardware, op, where_, algorithm).seconds(buffer_bytes)
+
+
+def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> LinkCost:
     """A group spanning domains: a calibration fitted across them (flat), else two levels:
     all-reduce = reduce-scatter in the domain + all-reduce of S/g across + all-gather in the domain;
     all-gather, reduce-scatter = across (S/g) + inside; all-to-all and send/recv cross the NICs."""
     fast, slow = hardware.network[0], hardware.network[-1]
     cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
-    if cal:
-        return one_level_seconds(slow, op, buffer_bytes, where_.ranks, "ring", cal)
-    if op in ("send/recv", "all-to-all"):
-        return one_level_seconds(slow, op, buffer_bytes, where_.ranks, "ring", None)
+    if cal or op in ("send/recv", "all-to-all"):
+        return one_level_cost(slow, op, where_.ranks, "ring", cal)
     g, nodes = where_.per_domain, where_.domains
-    shape = dict(buffer_bytes=buffer_bytes, gpus_per_node=g, nodes=nodes,
-                 intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),
-                 inter_bandwidth=slow.bandwidth_bytes_per_s * (slow.efficiency or 1.0),
-                 intra_latency=where(above_one(g), fast.latency_s or 0.0, 0.0), inter_latency=slow.latency_s or 0.0)
+    shape = dict(gpus_per_node=g, nodes=nodes, intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),
+                 inter_bandwidth=slow.bandwidth_bytes_per_s * (slow.efficiency or 1.0))
+    inside = where(above_one(g), fast.latency_s or 0.0, 0.0)  # a ring in the node, if the node holds more than one
+    across = slow.latency_s or 0.0
     if op == "all-reduce":
-        return ct.hierarchical_allreduce_seconds(**shape)
-    return ct.hierarchical_gather_seconds(**shape)
+        return LinkCost(2 * inside + across, ct.hierarchical_allreduce_per_byte(**shape))
+    return LinkCost(inside + across, ct.hierarchical_gather_per_byte(**shape))
 
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:

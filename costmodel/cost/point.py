@@ -8,6 +8,7 @@ layout, the CLI), arrays (one element per layout, the planner) or letters (the p
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
 LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "tokens": "B", "microbatches": "m",
@@ -74,16 +75,16 @@ class Point:
         return {sympy.Symbol(LETTERS[name], positive=True, integer=True): value
                 for name, value in self.values().items()}
 
-    @property
+    @cached_property
     def data(self):
         """X: the whole data axis, dp x fsdp."""
         return self.dp * self.fsdp
 
-    @property
+    @cached_property
     def devices(self):
         return self.dp * self.fsdp * self.tp * self.pp * self.cp
 
-    @property
+    @cached_property
     def micro_steps(self):
         """Forward-backward passes per optimizer step: grad_accum x m."""
         return self.grad_accum * self.microbatches

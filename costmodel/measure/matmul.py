@@ -24,9 +24,18 @@ def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
                  for r in rows)
 
 
-def table_efficiency(path: Path, m: float, n: float, k: float, peak_flops: float) -> float:
+def table_efficiency(path: Path, m, n, k, peak_flops: float):
     """Achieved / peak of the nearest measured shape in log2 space, each dimension clamped to the
-    table's range (beyond its largest shape, efficiency is assumed to saturate)."""
+    table's range (beyond its largest shape, efficiency is assumed to saturate). Arrays of shapes
+    give an array: each distinct shape is looked up once."""
+    if type(m).__module__.startswith("numpy") or type(n).__module__.startswith("numpy"):
+        import numpy as np
+
+        m, n = np.broadcast_arrays(np.asarray(m), np.asarray(n))
+        ms, m_at = np.unique(m, return_inverse=True)
+        ns, n_at = np.unique(n, return_inverse=True)
+        found = np.array([[table_efficiency(path, float(a), float(b), k, peak_flops) for b in ns] for a in ms])
+        return found[m_at.reshape(m.shape), n_at.reshape(n.shape)]
     table = load_table(str(path))
     lo = [min(p[0][i] for p in table) for i in range(3)]
     hi = [max(p[0][i] for p in table) for i in range(3)]

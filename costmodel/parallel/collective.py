@@ -56,15 +56,6 @@ def listed(collectives: list[Collective]) -> list[Collective]:
     return [c for c in collectives if not _literal(c.calls, 0)]
 
 
-def select(condition, when_true: list[Collective], when_false: list[Collective]) -> list[Collective]:
-    """Row by row, the collectives of one of two aligned lists (e.g. the stage with more parameters)."""
-    if isinstance(condition, bool):
-        return when_true if condition else when_false
-    return [replace(a, group=where(condition, a.group, b.group), calls=where(condition, a.calls, b.calls),
-                    buffer_bytes=where(condition, a.buffer_bytes, b.buffer_bytes))
-            for a, b in zip(when_true, when_false, strict=True)]
-
-
 def _literal(value, literal) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value == literal
