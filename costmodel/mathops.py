@@ -31,7 +31,7 @@ def maximum(a, b):
     if kind == "sympy":
         import sympy
 
-        return sympy.Max(a, b)
+        return sympy.Max(a, b, evaluate=False)  # sympy's own simplification of Max can be wrong for floor()
     if kind == "numpy":
         import numpy
 
@@ -45,7 +45,7 @@ def minimum(a, b):
     if kind == "sympy":
         import sympy
 
-        return sympy.Min(a, b)
+        return sympy.Min(a, b, evaluate=False)
     if kind == "numpy":
         import numpy
 
@@ -81,8 +81,17 @@ def above_one(degree):
     if family(degree) == "sympy":
         import sympy
 
-        return sympy.true if degree.free_symbols else sympy.sympify(degree > 1)
+        return sympy.true if _letters(degree) else sympy.sympify(degree > 1)
     return degree > 1
+
+
+def _letters(expr) -> bool:
+    """A letter, or a product of letters: a degree above 1 by the convention (not a derived quantity)."""
+    import sympy
+
+    if isinstance(expr, sympy.Symbol):
+        return True
+    return isinstance(expr, sympy.Mul) and all(isinstance(f, sympy.Symbol) for f in expr.args)
 
 
 def equals(a, b):
@@ -90,7 +99,7 @@ def equals(a, b):
     if family(a, b) == "sympy":
         import sympy
 
-        if b == 1 and getattr(a, "free_symbols", None):
+        if b == 1 and _letters(a):
             return sympy.false
         return sympy.Eq(a, b)
     return a == b

@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from costmodel.formulas.comms import BYTES_SENT
-from costmodel.mathops import where
 
 
 @dataclass(frozen=True)
