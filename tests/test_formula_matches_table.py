@@ -1,0 +1,126 @@
+"""What --symbolic prints is the table's own wiring, and one time model serves comm, step and validate.
+
+The cases issue #8 found drifting, pinned: the TP input-gradient formula without the skipped first
+layer and without gradient accumulation; the memory formula without the first layer's unsaved weight
+copy; a comm formula that left out pipeline, context and model-end traffic; a calibrated spec that
+changed `validate` only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from typer.testing import CliRunner
+
+from costmodel.cli import app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = sorted((ROOT / "hardware" / "measured" / "h100-8gpu-together-nccl-tests").glob("*.out"))
+
+
+def run_json(*args) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def letters(text: str) -> sp.Expr:
+    names = ["B", "D", "F", "L", "N", "R", "Y", "p", "c", "m", "v", "k_a", "a", "k", "d_h", "V", "s"]
+    return sp.parse_expr(text, local_dict={n: sp.Symbol(n, positive=True) for n in names})  # our own output
+
+
+def test_tp_input_gradients_formula_counts_the_skipped_layer_and_accumulation():
+    """XXL's first layer needs no input gradient: 4 B D (L - 1)(Y - 1)/Y per micro-step, x k_a steps."""
+    out = run_json("comm", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "8", "--tp", "4", "--mx", "2",
+                   "--tokens", "4096", "--grad-accum", "4", "--symbolic")
+    rows = {(r["op"], r["axis"], r["purpose"]): r for r in out["symbolic"]["collectives"]}
+    grads = rows["all-reduce", "tp", "input gradients"]
+    B, D, L, Y, k_a = (sp.Symbol(n, positive=True) for n in ("B", "D", "L", "Y", "k_a"))
+    assert sp.simplify(letters(grads["bytes_sent"]) - 4 * B * D * (L - 1) * (Y - 1) / Y * k_a) == 0
+    table = {(r["op"], r["axis"], r["purpose"]): r for r in out["collectives"]}
+    for key, row in rows.items():  # every formula, evaluated, is the table's number
+        assert row["bytes_sent_evaluated"] == pytest.approx(table[key]["bytes_sent"], rel=1e-12)
+    assert table["all-reduce", "tp", "input gradients"]["calls"] == 4 * 125  # k_a x (L - 1)
+
+
+def test_memory_formula_keeps_the_unsaved_first_layer_copy():
+    """total_evaluated was 2 D F bytes above total_bytes; the formula now has -2 D F (torch: not saved)."""
+    out = run_json("memory", "--model", "xxl", "--tokens", "4096", "--symbolic")
+    sym = out["symbolic"]
+    D, F, L = (sp.Symbol(n, positive=True) for n in ("D", "F", "L"))
+    assert sp.simplify(letters(sym["components"]["weight_copies"]) - (4 * D * F * L - 2 * D * F)) == 0
+    assert sym["total_evaluated"] == pytest.approx(out["total_bytes"], abs=0.5)
+    assert out["total_bytes"] == 4_027_404_255_232
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--pp", "4", "--microbatches", "8"), {("send/recv", "pp")}),
+    (("--cp", "2", "--cp-kind", "ring"), {("send/recv", "cp")}),
+    (("--cp", "2", "--cp-kind", "a2a"), {("all-to-all", "cp")}),
+    (("--tp", "4", "--sp"), {("all-gather", "tp"), ("reduce-scatter", "tp"), ("all-reduce", "tp")}),
+])
+def test_comm_formula_lists_every_collective_of_the_table(args, expected):
+    out = run_json("comm", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens", "8192", "--fsdp", "2",
+                   *args, "--symbolic")
+    table = [(r["op"], r["axis"], r["purpose"], r["phase"]) for r in out["collectives"]]
+    formula = {(r["op"], r["axis"], r["purpose"], r["phase"]): r for r in out["symbolic"]["collectives"]}
+    assert set(table) <= set(formula)
+    assert expected <= {(op, axis) for op, axis, _, _ in table}
+    for row in out["collectives"]:
+        key = (row["op"], row["axis"], row["purpose"], row["phase"])
+        assert formula[key]["bytes_sent_evaluated"] == pytest.approx(row["bytes_sent"], rel=1e-12)
+    if "--sp" in args:  # model ends: parallel cross-entropy and the output layer under SP
+        assert any("cross-entropy" in purpose for _, _, purpose, _ in table)
+        assert any("output-layer" in purpose for _, _, purpose, _ in table)
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("spec") / "my-h100.json"
+    result = runner.invoke(app, ["validate", *map(str, LOGS), "--hardware", "h100-sxm", "--fit", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_calibrated_spec_changes_comm_and_step_and_says_so(calibrated):
+    layout = ("--model", "llama3-8b", "--tp", "8", "--fsdp", "4", "--tokens", "8192")
+    sheet = run_json("comm", *layout, "--hardware", "h100-sxm")
+    fitted = run_json("comm", *layout, "--hardware", str(calibrated))
+    assert sheet["time_model"] == ["datasheet"]
+    assert any(name.startswith("calibrated (all-reduce/ring on nvlink at 8 ranks") for name in fitted["time_model"])
+    tp = [(a, b) for a, b in zip(sheet["collectives"], fitted["collectives"]) if a["axis"] == "tp"]
+    assert tp and all(b["seconds"] != pytest.approx(a["seconds"], rel=1e-3) for a, b in tp)
+    assert all(a["bytes_sent"] == b["bytes_sent"] for a, b in zip(sheet["collectives"], fitted["collectives"]))
+    step_sheet = run_json("step", *layout, "--hardware", "h100-sxm")
+    step_fitted = run_json("step", *layout, "--hardware", str(calibrated))
+    assert step_fitted["breakdown"]["tp_s"] != pytest.approx(step_sheet["breakdown"]["tp_s"], rel=1e-3)
+    assert step_fitted["collective_time_model"] != step_sheet["collective_time_model"]
+
+
+def test_comm_time_is_validates_prediction(calibrated):
+    """comm's time for one TP all-reduce is validate's prediction for the same size: one time model."""
+    from costmodel.measure.predict import predict
+    from costmodel.specs.load import load_hardware
+
+    out = run_json("comm", "--model", "llama3-8b", "--tp", "8", "--tokens", "8192", "--hardware", str(calibrated))
+    row = next(r for r in out["collectives"] if r["op"] == "all-reduce" and r["purpose"] == "block outputs")
+    hardware = load_hardware(str(calibrated))
+    p = predict(hardware, collective="all-reduce", algorithm="ring", buffer_bytes=row["buffer_bytes_per_call"],
+                nodes=1, gpus_per_node=8)
+    assert p.calibrated
+    assert row["seconds_per_call"] == pytest.approx(p.seconds, rel=1e-12)
+
+
+def test_cli_subprocess_symbolic_json():
+    """The installed entry point, once as a real process."""
+    result = subprocess.run([sys.executable, "-m", "costmodel", "comm", "--model", "xxl", "--hardware", "tpu-v5p",
+                             "--fsdp", "8", "--tp", "4", "--tokens", "4096", "--symbolic", "--json"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["symbolic"]["collectives"]) == 5
