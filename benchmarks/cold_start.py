@@ -38,7 +38,7 @@ COMMANDS = [
 ]
 
 PROBE = ("import sys, runpy; sys.argv = ['cost4d'] + sys.argv[1:]\n"
-         "try:\n    runpy.run_module('costmodel.cli', run_name='__main__')\n"
+         "try:\n    runpy.run_module('costmodel', run_name='__main__')\n"
          "except SystemExit:\n    pass\n"
          "heavy = sorted(m for m in ('sympy', 'numpy', 'torch') if m in sys.modules)\n"
          "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n")

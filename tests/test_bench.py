@@ -9,6 +9,8 @@ import pytest
 from costmodel.bench.collectives import launch
 from costmodel.measure.results import read_results
 
+pytestmark = pytest.mark.slow  # multi-process torch, notebooks, benchmark harness: the CI tier
+
 
 def cost4d(*args):
     return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True, text=True)

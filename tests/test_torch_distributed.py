@@ -35,6 +35,8 @@ from costmodel.specs.model import FFNStack
 from costmodel.specs.recipe import RECIPES
 from costs import collectives as step_collectives
 
+pytestmark = pytest.mark.slow  # multi-process torch, notebooks, benchmark harness: the CI tier
+
 CS336 = RECIPES["cs336"]  # bf16 compute (FSDP2 param_dtype), bf16 gradient communication (reduce_dtype)
 WORKER = Path(__file__).with_name("dist_workers.py")
 REPO = Path(__file__).resolve().parents[1]

@@ -42,6 +42,8 @@ from costmodel.specs.model import Transformer
 from costmodel.specs.recipe import RECIPES
 from costs import collectives as step_collectives
 
+pytestmark = pytest.mark.slow  # multi-process torch, notebooks, benchmark harness: the CI tier
+
 CS336 = RECIPES["cs336"]  # bf16 compute and reduce (FSDP2 policy; TP and PP models cast to bf16)
 WORKER = Path(__file__).with_name("dist_llama_workers.py")
 
