@@ -76,10 +76,13 @@ def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters
            "predicted_memory_bytes": predicted.total_bytes,
            "predicted_components": predicted.components}
     if hardware is not None:  # cost4d's own prediction of the step, to compare with the measurement
+        from costmodel.formulas.step import utilisation
+
         b = evaluate_layout(spec, RECIPES["cs336"], Layout(tokens=tokens), hardware).step
         peak = hardware.flops("bf16")
         out.update(hardware=hardware.name, predicted_seconds=b.step_s, predicted_mfu=b.mfu,
-                   measured_mfu=flops / (t * peak), time_error_pct=100 * (b.step_s - t) / t)
+                   measured_mfu=utilisation(flops=flops, seconds=t, devices=1, peak_flops=peak),
+                   time_error_pct=100 * (b.step_s - t) / t)
     return out
 
 

@@ -27,6 +27,7 @@ def memory(
 
     Example: cost4d memory --model xxl --fsdp 38 --tokens 4096 --shard-activations 0.5 --symbolic
     """
+    from costmodel.cost.capacity import capacity_bytes, devices_worth
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.memory import memory as report
     from costmodel.specs.load import load_hardware, load_model, load_recipe
@@ -34,7 +35,8 @@ def memory(
     spec, rec = load_model(model), load_recipe(recipe)
     device = load_hardware(hardware or "h100-sxm")
     cost = evaluate_layout(spec, rec, layout)
-    report(cost, layout, device, fits=hardware is not None, units=units, as_json=as_json,
+    worth = devices_worth(cost.state_bytes_unsharded, device)
+    report(cost, layout, device, worth, capacity_bytes(device), fits=hardware is not None, units=units, as_json=as_json,
            formula=_formula(spec, rec, layout) if symbolic else None)
 
 

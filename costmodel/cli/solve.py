@@ -114,6 +114,8 @@ def solve_batch_cmd(
     from costmodel.report import solve as report_solve
     from costmodel.solve.batch import solve_batch
     from costmodel.solve.split import optimize_split, parse_slice
+    from costmodel.solve.thresholds import single_strategy_thresholds
+    from costmodel.solve.whatif import what_if as what_if_rows
 
     spec, device, problem = question
     answer = solve_batch(problem)
@@ -122,7 +124,14 @@ def solve_batch_cmd(
                              f"{problem.my * problem.d_ff / problem.alpha:,.1f}")
     torus = parse_slice(slice_) if slice_ else None
     split = optimize_split(problem, torus) if optimize_split or torus else None
-    report_solve.batch(spec, device, answer, split, torus, what_if, as_json)
+    thresholds = single_strategy_thresholds(device, d_ff=problem.d_ff, peak_flops=problem.peak_flops,
+                                            bandwidth=problem.bandwidth)
+    rows = None
+    if what_if:
+        ici = device.level("ici") if device.kind == "tpu" else None
+        dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
+        rows = what_if_rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+    report_solve.batch(spec, device, answer, split, thresholds, rows, as_json)
 
 
 @explain_app.command("batch")

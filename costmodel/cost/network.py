@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
+from costmodel.formulas import comms
 from costmodel.mathops import above_one, maximum, minimum, where
 
 AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
-PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1, "send/recv": 1}
+PASSES = {**comms.PASSES, "send/recv": 1}
 #: calibrations that describe what NCCL does by default, in order of preference
 DEFAULT_ALGORITHMS = ("auto", "ring")
 

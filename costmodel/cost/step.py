@@ -47,12 +47,14 @@ class StepTime:
     @property
     def mfu(self):
         """Model FLOPs utilisation: model FLOPs / (step time x devices x dense peak)."""
-        return self.model_flops / (self.step_s * self.devices * self.peak_flops)
+        return fs.utilisation(flops=self.model_flops, seconds=self.step_s, devices=self.devices,
+                              peak_flops=self.peak_flops)
 
     @property
     def hfu(self):
         """Hardware FLOPs utilisation: model + recomputed FLOPs over the same."""
-        return self.hardware_flops / (self.step_s * self.devices * self.peak_flops)
+        return fs.utilisation(flops=self.hardware_flops, seconds=self.step_s, devices=self.devices,
+                              peak_flops=self.peak_flops)
 
     @property
     def parts(self) -> dict:

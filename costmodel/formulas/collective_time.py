@@ -8,6 +8,8 @@ Every time here is affine in S, t = alpha + beta S: each algorithm has a ``*_sec
 
 from __future__ import annotations
 
+from costmodel.formulas.comms import nvls_factor, ring_factor
+
 
 def ring_seconds_per_byte(*, ranks, bandwidth, passes):
     """Ring: beta = p (n - 1)/n / B, p = 1 for all-gather / reduce-scatter, 2 for all-reduce.
@@ -16,7 +18,7 @@ def ring_seconds_per_byte(*, ranks, bandwidth, passes):
     needs); Patarasuk and Yuan 2009 (bandwidth-optimal all-reduce). On a bidirectional torus axis
     (TPU) B is W_ici M: both directions of the ring carry half the data (Scaling Book, collectives).
     """
-    return passes * (ranks - 1) / ranks / bandwidth
+    return passes * ring_factor(group=ranks) / bandwidth
 
 
 def ring_seconds(*, buffer_bytes, ranks, bandwidth, latency, passes):
@@ -32,7 +34,7 @@ def nvls_seconds_per_byte(*, ranks, bandwidth):
     Source: NVIDIA, 'NVLink SHARP' in the NCCL 2.17 release notes and the Hopper whitepaper
     (WP-10792-001, in-network reductions); busbw is no longer a wire rate (nccl-tests PERFORMANCE.md).
     """
-    return (ranks + 1) / ranks / bandwidth
+    return nvls_factor(group=ranks) / bandwidth
 
 
 def nvls_allreduce_seconds(*, buffer_bytes, ranks, bandwidth, latency):

@@ -7,17 +7,35 @@ reduce-scatter and all-reduce). Ring algorithms: each device sends (n - 1)/n S p
 from __future__ import annotations
 
 
+def ring_factor(*, group):
+    """(n - 1)/n: the share of a buffer each of n devices sends per ring pass (0 for one device).
+
+    Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw (n-1)/n for all-gather and reduce-scatter).
+    """
+    return (group - 1) / group
+
+
+def nvls_factor(*, group):
+    """(n + 1)/n: what each GPU sends per byte of an NVLink SHARP all-reduce (S once to be reduced,
+    S/n once to be multicast; see collective_time.nvls_seconds_per_byte)."""
+    return (group + 1) / group
+
+
+#: ring passes per collective: an all-reduce is a reduce-scatter and an all-gather
+PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1}
+
+
 def allgather_bytes_sent(*, buffer_bytes, group):
     """All-gather: (n - 1)/n S (each device forwards the n - 1 shards it does not own).
 
     Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw (n-1)/n); Scaling Book collectives chapter.
     """
-    return buffer_bytes * (group - 1) / group
+    return buffer_bytes * ring_factor(group=group)
 
 
 def reducescatter_bytes_sent(*, buffer_bytes, group):
     """Reduce-scatter: (n - 1)/n S, the mirror image of all-gather."""
-    return buffer_bytes * (group - 1) / group
+    return buffer_bytes * ring_factor(group=group)
 
 
 def allreduce_bytes_sent(*, buffer_bytes, group):
@@ -25,12 +43,12 @@ def allreduce_bytes_sent(*, buffer_bytes, group):
 
     Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw 2(n-1)/n).
     """
-    return 2 * buffer_bytes * (group - 1) / group
+    return 2 * buffer_bytes * ring_factor(group=group)
 
 
 def alltoall_bytes_sent(*, buffer_bytes, group):
     """All-to-all: (n - 1)/n S (keeps its own 1/n, sends the rest)."""
-    return buffer_bytes * (group - 1) / group
+    return buffer_bytes * ring_factor(group=group)
 
 
 def sendrecv_bytes_sent(*, buffer_bytes, group):

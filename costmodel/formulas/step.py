@@ -33,3 +33,9 @@ def exposed_seconds(*, comm, hidden_behind, overlap):
     if overlap == "none":
         return comm
     return maximum(comm - hidden_behind, 0)
+
+
+def utilisation(*, flops, seconds, devices, peak_flops):
+    """FLOPs over what the devices could do in that time: F / (T N C). MFU with model FLOPs, HFU with
+    model + recomputed FLOPs (Chowdhery et al. 2022, arXiv:2204.02311, App. B; Korthikanti et al. 2022)."""
+    return flops / (seconds * devices * peak_flops)

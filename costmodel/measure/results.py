@@ -40,11 +40,11 @@ def canonical_collective(name: str) -> str:
 
 
 def bus_factor(collective: str, ranks: int) -> float:
-    """nccl-tests' busbw / algbw factor."""
-    if collective == "all-reduce":
-        return 2 * (ranks - 1) / ranks
-    if collective in ("all-gather", "reduce-scatter", "all-to-all"):
-        return (ranks - 1) / ranks
+    """nccl-tests' busbw / algbw factor: passes x (n - 1)/n (1 for send/recv)."""
+    from costmodel.formulas.comms import PASSES, ring_factor
+
+    if collective in PASSES:
+        return PASSES[collective] * ring_factor(group=ranks)
     return 1.0
 
 

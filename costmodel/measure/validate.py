@@ -11,6 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from costmodel.formulas.comms import nvls_factor
 from costmodel.measure.predict import PASSES, level_time, predict
 from costmodel.measure.results import bus_factor
 
@@ -112,7 +113,7 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
     for (collective, algorithm, nodes, per_node), points in groups.items():
         ranks = nodes * per_node
         nvls = algorithm in ("nvls", "nvlstree")
-        coefficient = (ranks + 1) / ranks if nvls else bus_factor(collective, ranks)
+        coefficient = nvls_factor(group=ranks) if nvls else bus_factor(collective, ranks)
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)
         level = hardware.network[0] if nodes == 1 else hardware.network[-1]
         formula = "nvls" if nvls else "ring"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from costmodel.cost.capacity import capacity_bytes, devices_worth
 from costmodel.cost.memory import weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
@@ -18,10 +17,9 @@ COMPONENT_LABELS = {
 }
 
 
-def payload(cost, layout, hardware, fits: bool) -> dict:
+def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     """The JSON of `cost4d memory` (raw bytes)."""
     top = cost.heaviest
-    worth = devices_worth(cost.state_bytes_unsharded, hardware)
     out = {
         "model": cost.shape.name, "recipe": cost.recipe.name, "layout": layout.model_dump(),
         "params": cost.params, "params_per_device": top.stage.params,
@@ -35,8 +33,7 @@ def payload(cost, layout, hardware, fits: bool) -> dict:
                                         "ratio": r.ratio, "devices": r.devices} for r in worth]},
     }
     if fits:
-        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity_bytes(hardware),
-                       "fits": top.total_bytes <= capacity_bytes(hardware)}
+        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "fits": top.total_bytes <= capacity}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
                            "chunks": layout.chunks, "bubble_fraction": cost.bubble,
@@ -47,9 +44,11 @@ def payload(cost, layout, hardware, fits: bool) -> dict:
     return out
 
 
-def memory(cost, layout, hardware, *, fits: bool, units, as_json: bool, formula=None) -> None:
-    """Print the per-device memory breakdown (and, with a formula, the formula first)."""
-    data = payload(cost, layout, hardware, fits)
+def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, as_json: bool,
+           formula=None) -> None:
+    """Print the per-device memory breakdown (and, with a formula, the formula first); ``worth`` is
+    :func:`costmodel.cost.capacity.devices_worth` of the unsharded state, ``capacity`` the HBM a process can use."""
+    data = payload(cost, layout, hardware, worth, capacity, fits)
     sym = symbolic_payload(cost, formula) if formula is not None else None
     if emitted_json(data, sym, as_json):
         return
@@ -78,12 +77,12 @@ def memory(cost, layout, hardware, *, fits: bool, units, as_json: bool, formula=
     state = cost.state_bytes_unsharded
     out.print(f"Unsharded training state ({cost.recipe.state_bytes_per_param} B/param): {state:,.0f} B "
               f"= {state / 1e9:,.1f} GB = {state / 2**30:,.1f} GiB")
-    for r in devices_worth(state, hardware):
+    for r in worth:
         out.print(f"  = {r.ratio:.2f} -> {r.devices} x {hardware.name} at {r.label}")
     if fits:
         verdict = "fits" if data["fits"]["fits"] else "does NOT fit"
         out.print(f"Per-device total {format_bytes(top.total_bytes, units)} {verdict} in "
-                  f"{hardware.name}'s {format_bytes(capacity_bytes(hardware), units)}")
+                  f"{hardware.name}'s {format_bytes(capacity, units)}")
     out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
 
 

@@ -11,10 +11,8 @@ def _finite(value: float):
     return value if math.isfinite(value) else None
 
 
-def batch(model, hardware, answer, split, torus, what_if: bool, as_json: bool) -> None:
-    from costmodel.solve.thresholds import single_strategy_thresholds
-    from costmodel.solve.whatif import what_if as what_if_rows
-
+def batch(model, hardware, answer, split, thresholds: list, rows: list | None, as_json: bool) -> None:
+    """Print the compute-bound answer; ``thresholds`` and the what-if ``rows`` come from costmodel.solve."""
     p = answer.problem
     payload = {
         "model": model.name, "hardware": hardware.name, "overlap": p.overlap, "pass": p.pass_,
@@ -31,13 +29,8 @@ def batch(model, hardware, answer, split, torus, what_if: bool, as_json: bool) -
             payload["best_split"] = {"x": b.x, "y": b.y, "mx": b.mx, "my": b.my, "per_device_batch": b.per_device_batch}
             payload["splits"] = [{"x": s.x, "y": s.y, "mx": s.mx, "my": s.my,
                                   "per_device_batch": _finite(s.per_device_batch)} for s in split.candidates]
-    thresholds = single_strategy_thresholds(hardware, d_ff=p.d_ff, peak_flops=p.peak_flops, bandwidth=p.bandwidth)
     payload["thresholds"] = [vars(t) for t in thresholds]
-    rows = []
-    if what_if:
-        ici = hardware.level("ici") if hardware.kind == "tpu" else None
-        dcn = next((lvl.bandwidth_bytes_per_s for lvl in hardware.network if lvl.kind == "dcn"), None)
-        rows = what_if_rows(p, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+    if rows is not None:
         payload["what_if"] = [{"key": r.key, "change": r.change, "per_device_batch": _finite(r.per_device_batch),
                                "global_batch": _finite(r.global_batch), "assumption": r.assumption} for r in rows]
     if emitted_json(payload, None, as_json):
