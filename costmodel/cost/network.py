@@ -166,8 +166,8 @@ def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> 
                               where_.scale)
         if where_.dcn is not False:
             dcn = hardware.level("dcn")
-            cost = _select(where_.dcn, one_level_cost(dcn, op, ranks, "ring", calibration(hardware, op, dcn.name, ranks)),
-                           cost)
+            on_dcn = one_level_cost(dcn, op, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
+            cost = _select(where_.dcn, on_dcn, cost)
     else:
         fast = hardware.network[0]
         cost = one_level_cost(fast, op, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))

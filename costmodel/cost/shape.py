@@ -95,7 +95,9 @@ class Shape:
         return pa.embedding_params(vocab=self.vocab, hidden=self.width) if self.attention else 0
 
     def position_params(self):
-        return pa.position_params(max_position=self.learned_positions, hidden=self.width) if self.learned_positions else 0
+        if not self.learned_positions:
+            return 0
+        return pa.position_params(max_position=self.learned_positions, hidden=self.width)
 
     def output_params(self):
         """Output projection V D (0 when tied, or for the FFN stack)."""

@@ -85,7 +85,8 @@ def matmul_efficiency(shape, point, hardware):
     return sm.matmul_efficiency
 
 
-def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed], overlap: str = "overlap") -> StepTime:
+def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
+              overlap: str = "overlap") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives."""
     if overlap not in OVERLAPS:
         raise CostModelError(f"--overlap {overlap!r}: use overlap or none")
