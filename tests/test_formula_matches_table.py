@@ -124,3 +124,12 @@ def test_cli_subprocess_symbolic_json():
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["symbolic"]["collectives"]) == 5
+
+
+def test_replicated_ends_keep_the_vocabulary_whole_on_every_tp_rank():
+    """--tp-ends replicated: embedding and output V x D on each rank, so memory grows by (1 - 1/t) 2 V D x 16 B."""
+    args = ("memory", "--model", "llama3-8b", "--tp", "4")
+    split = run_json(*args)
+    whole = run_json(*args, "--tp-ends", "replicated")
+    vocab, hidden = 128256, 4096
+    assert whole["params_per_device"] - split["params_per_device"] == 2 * vocab * hidden * 3 // 4

@@ -24,7 +24,7 @@ OPTIONS = {
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"),
 }
 MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
-          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group")
+          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends")
 
 
 def build_layout(fixed: dict | None = None, **values):

@@ -94,7 +94,7 @@ def validate(
 
 
 
-bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d[test]').",
+bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d\\[test]').",
                         no_args_is_help=True)
 
 

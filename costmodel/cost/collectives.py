@@ -79,7 +79,7 @@ def timed(hardware, point, collectives: list[Collective], labels: bool = True) -
             costs[c.axis, c.op] = network.link_cost(hardware, c.op, where_)
         extra = {}
         if labels:
-            extra = dict(level=network.level_label(hardware, where_),
+            extra = dict(level=network.level_label(hardware, where_, c.op),
                          calibration=network.calibration_used(hardware, c.op, where_))
         out.append(Timed(c, where_, costs[c.axis, c.op].seconds(c.buffer_bytes), **extra))
     return out

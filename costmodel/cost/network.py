@@ -83,12 +83,15 @@ def egress_bandwidth(hardware, where_: Placement):
     return level.bandwidth_bytes_per_s
 
 
-def level_label(hardware, where_: Placement) -> str:
-    """The level a single layout's group runs on (for tables)."""
+def level_label(hardware, where_: Placement, op: str = "") -> str:
+    """The level a single layout's group runs on (for tables): a ring across nodes uses both levels,
+    a send or an all-to-all across nodes the scale-out level."""
     if hardware.kind == "tpu":
         return "dcn" if where_.dcn is True else "ici"
     if where_.domains <= 1:
         return hardware.network[0].name
+    if op in ("send/recv", "all-to-all"):
+        return hardware.network[-1].name
     return f"{hardware.network[0].name}+{hardware.network[-1].name}"
 
 
