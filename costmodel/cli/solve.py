@@ -91,7 +91,9 @@ def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
     comps, _ = sy.memory_in_p_and_a(spec, rec, layout)
     total = sy.collect_total(comps)
     limit = sp.Symbol("M_max", positive=True)
-    (bound,) = sp.solve(sp.Eq(total, limit), sy.symbol("N"))
+    from costmodel.solve.explain import tidy_fraction
+
+    (bound,) = [tidy_fraction(root) for root in sp.solve(sp.Eq(total, limit), sy.symbol("N"))]
     return {"memory": sy.text(total), "n_bound": sy.text(bound),
             "latex": sp.latex(sp.StrictGreaterThan(sy.symbol("N"), bound))}
 

@@ -189,8 +189,11 @@ def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivat
     """`cost4d solve fsdp`, derived: memory as a + b/N, the inequality solved for N, the integer."""
     from costmodel.cost.symbolic import memory_in_p_and_a
 
+    from costmodel.cost.symbolic import collect_total
+
     comps, values = memory_in_p_and_a(model, recipe, layout)
-    letters = {str(k): _whole(v) for k, v in values.items() if str(k) != "N" and v}
+    used = collect_total(comps).free_symbols
+    letters = {str(k): _whole(v) for k, v in values.items() if k in used and str(k) != "N"}
     conventions = [f"recipe {recipe.name}: {recipe.description}", f"limit from {limit_source}",
                    f"{layout.shard_activations:g} of the activations sharded over N"]
     return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
