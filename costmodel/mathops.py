@@ -25,6 +25,22 @@ def family(*values) -> str:
     return found
 
 
+def letter(name: str):
+    """The sympy symbol of a letter: a positive integer (widths, degrees, counts)."""
+    import sympy
+
+    return sympy.Symbol(name, positive=True, integer=True)
+
+
+def exact_fraction(value):
+    """A fraction as a sympy Rational (0.5 -> 1/2), so symbolic output stays exact."""
+    from fractions import Fraction
+
+    import sympy
+
+    return sympy.Rational(Fraction(value).limit_denominator(1000))
+
+
 def maximum(a, b):
     """max(a, b), elementwise for arrays, ``Max`` for symbols."""
     kind = family(a, b)

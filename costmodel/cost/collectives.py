@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost import network
-from costmodel.cost.stage import Stage, stage
-from costmodel.parallel import context, data, pipeline, tensor
+from costmodel.cost.stage import Stage
 from costmodel.mathops import where
+from costmodel.parallel import context, data, pipeline, tensor
 from costmodel.parallel.collective import Collective, listed
-from costmodel.parallel.pipeline import StageRole, representative_stages
+from costmodel.parallel.pipeline import StageRole
 
 
 def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
@@ -45,10 +45,9 @@ def busiest_stage(stages: list[Stage]) -> Stage:
                  pick(last.in_flight, first.in_flight))
 
 
-def step_collectives(shape, recipe, point, stages: list[Stage] | None = None) -> list[Collective]:
-    """Collectives of one step on the device of the stage with the most parameters."""
-    if stages is None:
-        stages = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+def step_collectives(shape, recipe, point, stages: list[Stage]) -> list[Collective]:
+    """Collectives of one step on the device of the stage with the most parameters (``stages``: every
+    stage of a layout, or the representative ones, as evaluate computes them)."""
     return listed(stage_collectives(shape, recipe, point, busiest_stage(stages)))
 
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from costmodel.formulas import memory as mem
 from costmodel.mathops import exact_div, maximum, where
 from costmodel.parallel import data
-from costmodel.parallel.pipeline import representative_stages
-from costmodel.cost.stage import Stage, activation_bytes, stage
+from costmodel.cost.stage import Stage, activation_bytes
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
 STATE_BYTES = {
@@ -104,10 +103,8 @@ def stage_memory(shape, recipe, point, st: Stage) -> StageMemory:
                                             weight_copies=copies))
 
 
-def stages_memory(shape, recipe, point, stages: list[Stage] | None = None) -> list[StageMemory]:
-    """Every stage (one layout) or the three that contain the heaviest (arrays, formulas)."""
-    if stages is None:
-        stages = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+def stages_memory(shape, recipe, point, stages: list[Stage]) -> list[StageMemory]:
+    """Memory of every stage (one layout) or of the three that contain the heaviest (arrays, formulas)."""
     return [stage_memory(shape, recipe, point, st) for st in stages]
 
 

@@ -74,13 +74,17 @@ def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
     return Placement(axis, ranks, ranks, 1, scale=m, dcn=dcn)
 
 
+def reached_level(hardware, where_: Placement):
+    """The slowest level a single layout's group reaches: the fast one, or the scale-out (DCN) one."""
+    if hardware.kind == "tpu":
+        return hardware.level("dcn") if where_.dcn is True else hardware.level("ici")
+    return hardware.network[0] if where_.domains <= 1 else hardware.network[-1]
+
+
 def egress_bandwidth(hardware, where_: Placement):
     """B/s one device sends at on the level a group reaches (TPU ICI: W_ici M)."""
-    if hardware.kind == "tpu":
-        level = hardware.level("dcn") if where_.dcn is True else hardware.level("ici")
-        return level.bandwidth_bytes_per_s * (1 if where_.dcn is True else where_.scale)
-    level = hardware.network[0] if where_.domains <= 1 else hardware.network[-1]
-    return level.bandwidth_bytes_per_s
+    level = reached_level(hardware, where_)
+    return level.bandwidth_bytes_per_s * (where_.scale if level.kind == "ici" else 1)
 
 
 def level_label(hardware, where_: Placement, op: str = "") -> str:
@@ -204,9 +208,5 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
     """Which calibration (or 'datasheet') a single layout's collective uses."""
-    if hardware.kind == "tpu":
-        level = "dcn" if where_.dcn is True else "ici"
-    else:
-        level = hardware.network[-1].name if where_.domains > 1 else hardware.network[0].name
-    cal = calibration(hardware, op, level, where_.ranks, algorithm)
+    cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
     return cal[2] if cal else "datasheet"

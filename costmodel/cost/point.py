@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
+from costmodel.mathops import exact_fraction, letter
+
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
 LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "tokens": "B", "microbatches": "m",
            "chunks": "v", "grad_accum": "k_a", "mx": "M_X", "my": "M_Y", "recompute_layers": "K"}
@@ -53,27 +55,14 @@ class Point:
 
     def symbolic(self) -> "Point":
         """Letters for every quantity that is not trivial (1; 0 tokens); the activation fraction exact."""
-        import sympy
-        from fractions import Fraction
-
-        letters = {name: sympy.Symbol(LETTERS[name], positive=True, integer=True)
-                   for name in self.values()}
-        fraction = sympy.Rational(Fraction(self.shard_activations).limit_denominator(1000))
-        return replace(self, shard_activations=fraction,
-                       **{name: letters[name] for name in letters})
+        return replace(self, shard_activations=exact_fraction(self.shard_activations),
+                       **{name: letter(LETTERS[name]) for name in self.values()})
 
     def values(self) -> dict:
         """Field -> value of this numeric point for each quantity :meth:`symbolic` writes as a letter."""
         trivial = {"tokens": 0}
         return {name: getattr(self, name) for name in QUANTITIES
                 if not _is_literal(getattr(self, name), trivial.get(name, 1))}
-
-    def substitutions(self) -> dict:
-        """Letter (a sympy Symbol) -> value, to evaluate an expression of :meth:`symbolic` at this point."""
-        import sympy
-
-        return {sympy.Symbol(LETTERS[name], positive=True, integer=True): value
-                for name, value in self.values().items()}
 
     @cached_property
     def data(self):

@@ -14,6 +14,7 @@ from costmodel.formulas import activations as ac
 from costmodel.formulas import flops as fl
 from costmodel.formulas import memory as mem
 from costmodel.formulas import params as pa
+from costmodel.mathops import letter
 
 #: the letters of the symbolic view, by field (Scaling Book: D, F, L; Korthikanti: a, s, V)
 LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_heads": "k", "head_dim": "d_h",
@@ -57,17 +58,14 @@ class Shape:
                    learned_positions=model.max_position if model.position == "learned" else 0,
                    dropout=model.dropout)
 
+    def values(self) -> dict:
+        """Field -> value of each width :meth:`symbolic` writes as a letter (the FFN stack: D, F, L)."""
+        fields = tuple(LETTERS) if self.attention else ("width", "mlp_width", "layers")
+        return {f: getattr(self, f) for f in fields}
+
     def symbolic(self) -> "Shape":
         """The same shape with each width a positive integer symbol (D, F, L, ...)."""
-        import sympy
-
-        fields = ("width", "mlp_width", "layers") + (tuple(LETTERS)[3:] if self.attention else ())
-        return replace(self, **{f: sympy.Symbol(LETTERS[f], positive=True, integer=True) for f in fields})
-
-    def values(self) -> dict:
-        """Letter -> value of this (numeric) shape, for the letters its symbolic view uses."""
-        fields = ("width", "mlp_width", "layers") + (tuple(LETTERS)[3:] if self.attention else ())
-        return {LETTERS[f]: getattr(self, f) for f in fields}
+        return replace(self, **{f: letter(LETTERS[f]) for f in self.values()})
 
     # ---- parameters -------------------------------------------------------------------------
     def _attn(self) -> dict:

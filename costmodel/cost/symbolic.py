@@ -15,6 +15,7 @@ from costmodel.cost import memory as cm
 from costmodel.cost.evaluate import Cost, evaluate
 from costmodel.cost.point import LETTERS as POINT_LETTERS, Point
 from costmodel.cost.shape import LETTERS as SHAPE_LETTERS, Shape
+from costmodel.mathops import exact_fraction, letter
 
 MEANINGS = {
     "D": "model width (residual stream)", "F": "MLP hidden width", "L": "layers", "a": "attention heads",
@@ -46,28 +47,23 @@ class Formula:
         return {str(s): (MEANINGS.get(str(s), ""), self.values[s]) for s in sorted(used, key=str) if s in self.values}
 
 
-def symbol(letter: str):
+def symbol(name: str):
     """The symbol of a letter, with the assumptions the shape and point give it."""
-    if letter == "e_mm":
-        return sp.Symbol(letter, positive=True)
-    return sp.Symbol(letter, positive=True, integer=True)
+    if name == "e_mm":
+        return sp.Symbol(name, positive=True)
+    return letter(name)
 
 
 def formula(model, recipe, layout, hardware=None, **options) -> Formula:
     """:func:`evaluate` with letters; ``values`` holds each letter's value for this layout."""
     shape, point = Shape.of(model), Point.of(layout)
     cost = evaluate(shape.symbolic(), recipe, point.symbolic(), hardware, **options)
-    values = {symbol(SHAPE_LETTERS[f]): v for f, v in _shape_values(shape).items()}
+    values = {symbol(SHAPE_LETTERS[f]): v for f, v in shape.values().items()}
     values.update({symbol(POINT_LETTERS[f]): v for f, v in point.values().items()})
     if cost.step is not None and isinstance(cost.step.matmul_efficiency, sp.Basic):
         numeric = evaluate(shape, recipe, point, hardware, **options)
         values[symbol("e_mm")] = numeric.step.matmul_efficiency
     return Formula(cost, values)
-
-
-def _shape_values(shape: Shape) -> dict:
-    symbolic = shape.symbolic()
-    return {f: getattr(shape, f) for f in SHAPE_LETTERS if getattr(symbolic, f) is not getattr(shape, f)}
 
 
 def at(expr, values: dict):
@@ -83,12 +79,12 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     The same component functions as the numbers, with P, A and U for the stage's parameters,
     activation bytes and unsaved weight copies: evaluated at the values, they give the same total.
     """
-    numeric = evaluate(Shape.of(model), recipe, Point.of(layout)).heaviest
-    point = Point.of(layout)
+    shape, point = Shape.of(model), Point.of(layout)
+    numeric = evaluate(shape, recipe, point).heaviest
     fsdp = symbol("N") if point.fsdp != 1 else 1
-    lettered = replace(point, fsdp=fsdp, shard_activations=sp.Rational(point.symbolic().shard_activations))
+    lettered = replace(point, fsdp=fsdp, shard_activations=exact_fraction(point.shard_activations))
     P, A, U = symbol("P"), symbol("A"), symbol("U")
-    unsaved_value = cm.unsaved_params(Shape.of(model), point, numeric.stage)
+    unsaved_value = cm.unsaved_params(shape, point, numeric.stage)
     unsaved = U if unsaved_value else 0
     comps = cm.components(recipe, lettered, params=P, activation_bytes=A,
                           weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved))

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from costmodel.cost import network
 from costmodel.errors import CostModelError
-
-PASSES = {op: n for op, n in network.PASSES.items() if op != "send/recv"}
+from costmodel.formulas.comms import PASSES
 
 
 @dataclass(frozen=True)
@@ -38,13 +37,7 @@ def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, n
     where_ = network.Placement("measured", ranks, gpus_per_node, nodes)
     seconds = network.collective_seconds(hardware, op=collective, buffer_bytes=buffer_bytes, where_=where_,
                                          algorithm=algorithm)
-    used = network.calibration_used(hardware, collective, where_, algorithm)
-    level = fast.name if nodes == 1 else hardware.network[-1].name
-    shown = formula if nodes == 1 or used != "datasheet" else "hierarchical"
-    return Prediction(seconds, level, "ring" if nodes > 1 and used != "datasheet" else shown, used != "datasheet")
-
-
-def level_time(level, formula: str, collective: str, buffer_bytes: float, ranks: int, latency: float,
-               bandwidth: float) -> float:
-    """One level's time with a given latency and bandwidth (what a fit's residuals are computed with)."""
-    return network.one_level_seconds(level, collective, buffer_bytes, ranks, formula, (latency, bandwidth))
+    calibrated = network.calibration_used(hardware, collective, where_, algorithm) != "datasheet"
+    if nodes == 1:
+        return Prediction(seconds, fast.name, formula, calibrated)
+    return Prediction(seconds, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated)

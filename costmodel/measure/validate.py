@@ -12,7 +12,8 @@ import statistics
 from dataclasses import dataclass
 
 from costmodel.formulas.comms import nvls_factor
-from costmodel.measure.predict import PASSES, level_time, predict
+from costmodel.cost.network import formula_for, one_level_seconds
+from costmodel.measure.predict import PASSES, predict
 from costmodel.measure.results import bus_factor
 
 MIB = 2**20
@@ -112,12 +113,12 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
     fits = []
     for (collective, algorithm, nodes, per_node), points in groups.items():
         ranks = nodes * per_node
-        nvls = algorithm in ("nvls", "nvlstree")
-        coefficient = nvls_factor(group=ranks) if nvls else bus_factor(collective, ranks)
+        formula = formula_for(collective, algorithm)
+        coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(collective, ranks)
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)
         level = hardware.network[0] if nodes == 1 else hardware.network[-1]
-        formula = "nvls" if nvls else "ring"
-        residuals = [(s, 100 * (level_time(level, formula, collective, s, ranks, latency, bandwidth) - t) / t)
+        fitted = (latency, bandwidth)
+        residuals = [(s, 100 * (one_level_seconds(level, collective, s, ranks, formula, fitted) - t) / t)
                      for s, t in points]
         fits.append(Fit(collective, algorithm, level.name, ranks, latency, bandwidth, residuals,
                         statistics.median(abs(e) for _, e in residuals)))

@@ -24,10 +24,6 @@ class StageRole:
     last: object
     exists: object = True
 
-    @property
-    def label(self) -> str:
-        return "last" if self.index is None else str(self.index)
-
 
 def every_stage(pp: int) -> list[StageRole]:
     """Every stage of a single layout with ``pp`` (an int) stages."""
