@@ -14,6 +14,7 @@ efficiency. Several: the hierarchical two-level algorithm. A fitted calibration 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from costmodel.errors import CostModelError
@@ -111,12 +112,17 @@ def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
     if not fits:
         return None
     fits.sort(key=lambda c: c.ranks)
-    latency, bandwidth = fits[-1].latency_s, fits[-1].bandwidth_bytes_per_s
+    latency, bandwidth = fits[-1].latency_s, _fitted_bandwidth(fits[-1])
     for c in fits[:-1]:
         match = ranks == c.ranks
-        latency, bandwidth = where(match, c.latency_s, latency), where(match, c.bandwidth_bytes_per_s, bandwidth)
+        latency, bandwidth = where(match, c.latency_s, latency), where(match, _fitted_bandwidth(c), bandwidth)
     label = ", ".join(f"{c.collective}/{c.algorithm} on {c.level} at {c.ranks} ranks" for c in fits)
     return latency, bandwidth, f"calibrated ({label}; {fits[-1].source})"
+
+
+def _fitted_bandwidth(fit) -> float:
+    """A calibration's bandwidth; none stored (time did not grow with size) is infinite."""
+    return math.inf if fit.bandwidth_bytes_per_s is None else fit.bandwidth_bytes_per_s
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
@@ -77,9 +76,9 @@ def matmul_efficiency(shape, point, hardware):
 
             return sympy.Symbol("e_mm", positive=True)
         from costmodel.measure.matmul import table_efficiency
-        from costmodel.specs.load import hardware_dir
+        from costmodel.specs.load import shipped_file
 
-        return table_efficiency(hardware_dir() / Path(sm.matmul_table), m, n, shape.width, hardware.flops("bf16"))
+        return table_efficiency(shipped_file(sm.matmul_table), m, n, shape.width, hardware.flops("bf16"))
     if sm.matmul_efficiency is None:
         raise CostModelError(f"{hardware.name}: step_model needs matmul_efficiency or matmul_table")
     return sm.matmul_efficiency

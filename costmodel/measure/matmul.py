@@ -3,25 +3,49 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from functools import lru_cache
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import FLOPS, WIDTH
+
+
+_COLUMNS = ("b", "m", "n", "k", "dtype", "flops_per_s")
 
 
 @lru_cache(maxsize=8)
 def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
-    """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``."""
-    try:
-        with open(path, newline="") as handle:
-            rows = [r for r in csv.DictReader(handle) if r["dtype"] == dtype and r["b"] == "1"]
-    except OSError as err:
-        raise CostModelError(f"cannot read matmul table {path}: {err.strerror}") from None
+    """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line."""
+    from costmodel.inputs.files import LOG_LIMIT, read_text
+
+    reader = csv.DictReader(io.StringIO(read_text(path, "matmul table", LOG_LIMIT)))
+    missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CostModelError(f"{path}: the matmul table has no column {missing[0]!r} (needs {', '.join(_COLUMNS)})")
+    rows = []
+    for line, row in enumerate(reader, 2):
+        if row["dtype"] == dtype and row["b"] == "1":
+            rows.append(_row(row, path, line))
     if not rows:
         raise CostModelError(f"{path}: no batch-1 {dtype} rows")
-    return tuple(((math.log2(int(r["m"])), math.log2(int(r["n"])), math.log2(int(r["k"]))), float(r["flops_per_s"]))
-                 for r in rows)
+    return tuple(rows)
+
+
+def _row(row: dict, path: str, line: int) -> tuple:
+    """One table row as ((log2 m, log2 n, log2 k), FLOP/s), each value checked."""
+    lo, hi = FLOPS
+    try:
+        dims = [int(row[c]) for c in "mnk"]
+        flops = float(row["flops_per_s"])
+    except (TypeError, ValueError):
+        raise CostModelError(f"{path}:{line}: m, n, k must be whole numbers and flops_per_s a number") from None
+    if not all(1 <= d <= WIDTH for d in dims):
+        raise CostModelError(f"{path}:{line}: m, n, k = {dims}: each must be from 1 to {WIDTH:,}")
+    if not (math.isfinite(flops) and lo <= flops <= hi):
+        raise CostModelError(f"{path}:{line}: flops_per_s = {row['flops_per_s']!r}: allowed {lo:g} to {hi:g}")
+    return tuple(math.log2(d) for d in dims), flops
 
 
 def table_efficiency(path: Path, m, n, k, peak_flops: float):

@@ -133,6 +133,7 @@ def calibrated_spec(hardware, fits: list[Fit], source: str) -> dict:
             if (c["collective"], c["algorithm"], c["level"], c["ranks"]) not in new]
     spec["calibration"] = kept + [
         {"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
-         "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s,
+         "latency_s": f.latency_s,
+         "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s if math.isfinite(f.bandwidth_bytes_per_s) else None,
          "median_abs_error_pct": f.median_abs_error_pct, "source": source} for f in fits]
     return spec

@@ -8,37 +8,40 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from costmodel.specs.base import Spec
+from costmodel.inputs import bounds
+from costmodel.specs.base import Name, Seconds, Spec, Text, count, rate
 
-Positive = Annotated[float, Field(gt=0)]
+Flops = rate(bounds.FLOPS)
+Bandwidth = rate(bounds.BANDWIDTH)
+Devices = count(bounds.DEVICES)
 
 
 class PeakFlops(Spec):
     """Dense peak FLOP/s of one device per dtype (no 2:4 sparsity)."""
 
-    fp64: Positive | None = None
-    fp32: Positive | None = None
-    tf32: Positive | None = None
-    bf16: Positive | None = None
-    fp16: Positive | None = None
-    fp8: Positive | None = None
-    int8: Positive | None = None
-    fp4: Positive | None = None
-    source: str
+    fp64: Flops | None = None
+    fp32: Flops | None = None
+    tf32: Flops | None = None
+    bf16: Flops | None = None
+    fp16: Flops | None = None
+    fp8: Flops | None = None
+    int8: Flops | None = None
+    fp4: Flops | None = None
+    source: Text
 
 
 class HBM(Spec):
     """High-bandwidth memory of one device."""
 
-    capacity_bytes: Annotated[int, Field(gt=0)] = Field(description="nominal capacity (bytes)")
-    usable_bytes: Annotated[int, Field(gt=0)] | None = Field(
+    capacity_bytes: Annotated[int, Field(ge=2**20, le=2**60)] = Field(description="nominal capacity (bytes)")
+    usable_bytes: Annotated[int, Field(ge=2**20, le=2**60)] | None = Field(
         None, description="what the driver or runtime exposes (bytes), where a source gives it")
-    bandwidth_bytes_per_s: Positive = Field(description="HBM bandwidth (B/s)")
-    marketed_gb: Positive | None = Field(
+    bandwidth_bytes_per_s: Bandwidth = Field(description="HBM bandwidth (B/s)")
+    marketed_gb: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
         None, description="the capacity as marketed, in the vendor's 'GB' (80 for 'H100 80GB')")
-    source: str
+    source: Text
 
 
 class NetworkLevel(Spec):
@@ -48,38 +51,39 @@ class NetworkLevel(Spec):
     ICI: per torus axis, bidirectional (the Scaling Book's W_ici).
     """
 
-    name: str
+    name: Name
     kind: Literal["nvlink", "xgmi", "neuronlink", "ici", "pcie", "infiniband", "ethernet", "efa", "dcn"]
-    bandwidth_bytes_per_s: Positive
-    domain_size: Annotated[int, Field(gt=0)] | None = Field(
+    bandwidth_bytes_per_s: Bandwidth
+    domain_size: Devices | None = Field(
         None, description="devices connected at this level; None = unbounded scale-out")
-    torus_axes: Annotated[int, Field(gt=0)] | None = Field(None, description="ICI only: torus dimensions")
-    max_shape: list[Annotated[int, Field(gt=0)]] | None = Field(None, description="ICI only: largest slice")
+    torus_axes: Annotated[int, Field(gt=0, le=8)] | None = Field(None, description="ICI only: torus dimensions")
+    max_shape: Annotated[list[Devices], Field(max_length=8)] | None = Field(None, description="ICI only: largest slice")
     wraparound: bool | None = Field(None, description="ICI only: whether full axes wrap around")
     nvls: bool = Field(False, description="in-switch reduction (NVLink SHARP) available at this level")
-    latency_s: Annotated[float, Field(ge=0)] | None = Field(
+    latency_s: Seconds | None = Field(
         None, description="fixed cost of one ring collective at this level (s); None = not known (0)")
-    hop_latency_s: Annotated[float, Field(ge=0)] | None = Field(
+    hop_latency_s: Seconds | None = Field(
         None, description="added per ring step (n - 1 steps per pass) (s); None = not known (0)")
-    nvls_latency_s: Annotated[float, Field(ge=0)] | None = Field(
+    nvls_latency_s: Seconds | None = Field(
         None, description="fixed cost of one NVLS all-reduce (s); None = not known (0)")
-    latency_source: str = Field("", description="where the latency figures come from")
+    latency_source: Text = Field("", description="where the latency figures come from")
     efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
         None, description="fraction of bandwidth_bytes_per_s a ring achieves; None = not known (1)")
-    source: str
+    source: Text
 
 
 class Calibration(Spec):
     """Latency and effective bandwidth fitted to measurements for one collective and algorithm."""
 
-    collective: str
-    algorithm: str
-    level: str
-    ranks: Annotated[int, Field(gt=0)]
-    latency_s: Annotated[float, Field(ge=0)]
-    bandwidth_bytes_per_s: Positive = Field(description="B in the algorithm's time formula (inf: size-independent)")
-    median_abs_error_pct: Annotated[float, Field(ge=0)]
-    source: str
+    collective: Name
+    algorithm: Name
+    level: Name
+    ranks: Devices
+    latency_s: Seconds
+    bandwidth_bytes_per_s: Bandwidth | None = Field(
+        description="B in the algorithm's time formula (null: time does not grow with size)")
+    median_abs_error_pct: Annotated[float, Field(ge=0, le=1e6)]
+    source: Text
 
 
 class StepModel(Spec):
@@ -87,27 +91,34 @@ class StepModel(Spec):
 
     matmul_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
         None, description="achieved / dense peak for large matmuls, when no measured table is given")
-    matmul_table: str | None = Field(
+    matmul_table: Name | None = Field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
-    elementwise_passes: Annotated[float, Field(ge=0)] = Field(
+    elementwise_passes: Annotated[float, Field(ge=0, le=1e4)] = Field(
         description="HBM passes over a (h + a s)-element activation per token and layer by the non-matmul "
         "ops (norms, softmax, dropout, activations), in the activation dtype")
-    source: str
+    source: Text
+
+    @field_validator("matmul_table")
+    @classmethod
+    def _inside_the_folder(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith(("/", "\\")) or ".." in value.replace("\\", "/").split("/")):
+            raise ValueError("must be a path inside the hardware folder (relative, without '..')")
+        return value
 
 
 class Hardware(Spec):
     """One accelerator with its memory and network."""
 
-    name: str
-    description: str = ""
+    name: Name
+    description: Text = ""
     kind: Literal["gpu", "tpu"]
     peak_flops: PeakFlops
     hbm: HBM
-    network: list[NetworkLevel] = Field(min_length=1, description="fastest level first")
+    network: list[NetworkLevel] = Field(min_length=1, max_length=8, description="fastest level first")
     calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
     step_model: StepModel | None = Field(None, description="what `cost4d step` needs beyond the datasheet")
-    source: str = ""
+    source: Text = ""
 
     @model_validator(mode="after")
     def _check(self) -> "Hardware":

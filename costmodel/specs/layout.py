@@ -6,9 +6,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from costmodel.specs.base import Spec
+from costmodel.inputs import bounds
+from costmodel.specs.base import Spec, count
 
-Degree = Annotated[int, Field(ge=1)]
+Degree = count(bounds.DEVICES)
+Steps = count(bounds.STEPS)
 
 
 class Layout(Spec):
@@ -26,7 +28,7 @@ class Layout(Spec):
     sp: bool = Field(False, description="sequence parallel inside the TP group")
     pp: Degree = Field(1, description="pipeline stages")
     cp: Degree = Field(1, description="context-parallel degree (sequence split across devices)")
-    tokens: Annotated[int, Field(ge=0)] = Field(
+    tokens: Annotated[int, Field(ge=0, le=bounds.TOKENS)] = Field(
         0, description="tokens one model replica holds at once: micro-batch x sequence (tokens)")
     shard_activations: Annotated[float, Field(ge=0, le=1)] = Field(
         0.0, description="fraction of saved activations sharded over the fsdp axis (XXL (b): 0.5)")
@@ -37,20 +39,20 @@ class Layout(Spec):
     recompute: Literal["none", "selective", "full", "every"] = Field(
         "none", description="activation recomputation: selective drops the attention core, full keeps "
         "only layer inputs, every recomputes groups of recompute_layers layers")
-    recompute_layers: Degree = Field(1, description="layers per checkpointed group for recompute='every'")
+    recompute_layers: count(bounds.LAYERS) = Field(1, description="layers per checkpointed group for recompute='every'")
     flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
     norm_stats: bool = Field(
         True, description="count the norms' fp32 per-token statistics (rstd; LayerNorm also mean), "
         "which Korthikanti et al. 2022 leave out")
     schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] = Field("1f1b", description="pipeline schedule")
-    microbatches: Degree | None = Field(
+    microbatches: Steps | None = Field(
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
-    chunks: Degree = Field(1, description="v: model chunks per device (interleaved 1F1B)")
+    chunks: Steps = Field(1, description="v: model chunks per device (interleaved 1F1B)")
     cp_kind: Literal["ring", "a2a"] = Field("ring", description="context parallel: ring attention or all-to-all")
     tp_ends: Literal["vocab-parallel", "replicated"] = Field(
         "vocab-parallel", description="embedding and output layer under TP: split over the vocabulary "
         "(Megatron, torchtitan) or kept whole on every TP rank")
-    grad_accum: Degree = Field(1, description="gradient-accumulation steps per optimizer step")
+    grad_accum: Steps = Field(1, description="gradient-accumulation steps per optimizer step")
 
     @model_validator(mode="after")
     def _check(self) -> "Layout":

@@ -7,16 +7,12 @@ Files: ``.toml`` or ``.json`` holding the spec's fields; errors name the file an
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import NAME
+from costmodel.inputs.files import read_document, shown
 from costmodel.specs.hf import from_hf_config, is_hf_config
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -29,30 +25,27 @@ def hardware_dir() -> Path:
     raise CostModelError("no hardware/ directory found next to the package")
 
 
+def shipped_file(relative: str) -> Path:
+    """A file a spec names relative to the hardware folder; a path that leaves the folder is refused."""
+    root = hardware_dir().resolve()
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise CostModelError(f"{shown(relative)}: a spec's table must lie inside {root}")
+    return path
+
+
 def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
+    if len(name) > NAME or not name.isprintable():
+        return CostModelError(f"unknown {kind} {shown(name)}: names are at most {NAME} printable characters "
+                              f"(all: {', '.join(sorted(known))})")
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.0)
     return CostModelError(f"unknown {kind} {name!r}; closest: {', '.join(close)} "
                           f"(all: {', '.join(sorted(known))})")
 
 
 def read_file(path: Path) -> dict:
-    """A TOML or JSON file as a dict, or one line saying where it is malformed."""
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise CostModelError(f"cannot read {path}: {err.strerror}") from None
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = tomllib.loads(text)
-    except json.JSONDecodeError as err:
-        raise CostModelError(f"{path}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CostModelError(f"{path}: malformed TOML: {err}") from None
-    if not isinstance(data, dict):
-        raise CostModelError(f"{path}: expected a table of fields at the top level")
-    return data
+    """A TOML or JSON spec file as a dict, or one line saying where it is malformed."""
+    return read_document(path, "spec file")
 
 
 def validate(cls, data: dict, where: str):
@@ -64,8 +57,9 @@ def validate(cls, data: dict, where: str):
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        value = "" if isinstance(first.get("input"), (dict, list)) else f" = {shown(first.get('input'), 40)}"
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-        raise CostModelError(f"{where}: {loc}: {first['msg']}{more}") from None
+        raise CostModelError(f"{where}: {loc}{value}: {first['msg']}{more}") from None
 
 
 def _is_path(name: str) -> bool:
@@ -118,11 +112,12 @@ def load_hardware(name: str):
     """A shipped device by name, or a hardware spec file."""
     from costmodel.specs.hardware import Hardware
 
-    path = Path(name) if _is_path(name) else hardware_dir() / f"{name}.toml"
-    if not path.is_file():
-        if _is_path(name):
-            raise CostModelError(f"no such hardware file: {name}")
-        raise _unknown("hardware", name, hardware_names())
+    if not _is_path(name):
+        if name not in hardware_names():
+            raise _unknown("hardware", name, hardware_names())
+        path = hardware_dir() / f"{name}.toml"
+    else:
+        path = Path(name)
     return validate(Hardware, read_file(path), str(path) if _is_path(name) else name)
 
 

@@ -6,9 +6,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from costmodel.specs.base import Spec
+from costmodel.inputs import bounds
+from costmodel.specs.base import Name, Spec, Text, count
 
-Count = Annotated[int, Field(gt=0)]
+Width = count(bounds.WIDTH)
 
 
 class FFNStack(Spec):
@@ -19,11 +20,11 @@ class FFNStack(Spec):
     """
 
     kind: Literal["ffn"] = "ffn"
-    name: str = Field(description="short name used on the command line")
-    description: str = ""
-    d_model: Count = Field(description="D, width of the residual stream (elements)")
-    d_ff: Count = Field(description="F, hidden width of each block (elements)")
-    layers: Count = Field(description="L, number of blocks")
+    name: Name = Field(description="short name used on the command line")
+    description: Text = ""
+    d_model: Width = Field(description="D, width of the residual stream (elements)")
+    d_ff: Width = Field(description="F, hidden width of each block (elements)")
+    layers: count(bounds.LAYERS) = Field(description="L, number of blocks")
     gated: bool = Field(False, description="third D x F matrix, multiplied in elementwise (GLU)")
     activation: Literal["none", "relu", "gelu", "silu"] = Field(
         "none", description="nonlinearity between the matrices; XXL has none")
@@ -32,7 +33,7 @@ class FFNStack(Spec):
         description="whether the stack's input needs a gradient (true when something trainable "
         "sits before it). When false, as for XXL, autograd skips the first layer's "
         "input-gradient matmul and does not save that layer's weight copy.")
-    source: str = Field("", description="where the numbers come from")
+    source: Text = Field("", description="where the numbers come from")
 
     @property
     def width(self) -> int:
@@ -49,16 +50,16 @@ class Transformer(Spec):
     """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style."""
 
     kind: Literal["transformer"] = "transformer"
-    name: str = Field(description="short name used on the command line")
-    description: str = ""
-    hidden: Count = Field(description="D = h, width of the residual stream (elements)")
-    ffn_hidden: Count = Field(description="F, MLP hidden width (elements)")
-    layers: Count = Field(description="L, number of transformer blocks")
-    heads: Count = Field(description="a, query heads")
-    kv_heads: Count = Field(description="key/value heads (GQA); equal to heads for MHA")
-    head_dim: Annotated[int, Field(gt=0)] | None = Field(
+    name: Name = Field(description="short name used on the command line")
+    description: Text = ""
+    hidden: Width = Field(description="D = h, width of the residual stream (elements)")
+    ffn_hidden: Width = Field(description="F, MLP hidden width (elements)")
+    layers: count(bounds.LAYERS) = Field(description="L, number of transformer blocks")
+    heads: count(bounds.HEADS) = Field(description="a, query heads")
+    kv_heads: count(bounds.HEADS) = Field(description="key/value heads (GQA); equal to heads for MHA")
+    head_dim: Width | None = Field(
         None, description="elements per head; default hidden / heads")
-    vocab: Count = Field(description="V, vocabulary size (tokens)")
+    vocab: count(bounds.VOCAB) = Field(description="V, vocabulary size (tokens)")
     tied_embeddings: bool = Field(False, description="output projection shares the embedding matrix")
     mlp: Literal["swiglu", "gelu"] = Field("swiglu", description="MLP: SwiGLU (3 matrices) or GeLU (2)")
     norm: Literal["rmsnorm", "layernorm"] = Field(
@@ -67,11 +68,11 @@ class Transformer(Spec):
     qkv_bias: bool = Field(False, description="only the Q, K, V projections carry biases (Qwen2)")
     position: Literal["rope", "learned"] = Field(
         "rope", description="rotary (no parameters) or learned absolute position embeddings")
-    max_position: Annotated[int, Field(gt=0)] | None = Field(
+    max_position: count(bounds.SEQUENCE) | None = Field(
         None, description="positions of a learned position table (tokens); needed for 'learned'")
-    seq_len: Count = Field(description="s, training sequence length (tokens)")
+    seq_len: count(bounds.SEQUENCE) = Field(description="s, training sequence length (tokens)")
     dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
-    source: str = Field("", description="where the numbers come from")
+    source: Text = Field("", description="where the numbers come from")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "Transformer":

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from costmodel.specs.base import Spec
+from costmodel.specs.base import Name, Spec, Text
 from costmodel.units import dtype_bytes
 
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "none"]
@@ -15,8 +15,8 @@ Dtype = Literal["fp32", "bf16", "fp16", "fp8", "none"]
 class Recipe(Spec):
     """Which dtype holds each kind of state. ``none`` means the state is not kept."""
 
-    name: str
-    description: str = ""
+    name: Name
+    description: Text = ""
     compute: Dtype = Field("bf16", description="dtype the matmuls run in; weights are cast to it")
     compute_weights: Literal["transient", "persistent"] = Field(
         "transient",
@@ -25,11 +25,11 @@ class Recipe(Spec):
     master: Dtype = Field("fp32", description="dtype of the master weights the optimizer updates")
     grads: Dtype = Field("fp32", description="dtype of the accumulated gradients kept between steps")
     grad_comm: Dtype = Field("bf16", description="dtype gradients are reduced in")
-    optimizer: str = Field("adamw", description="optimizer name, for the record")
-    optimizer_states: Annotated[int, Field(ge=0)] = Field(2, description="states per parameter (Adam: m and v)")
+    optimizer: Name = Field("adamw", description="optimizer name, for the record")
+    optimizer_states: Annotated[int, Field(ge=0, le=16)] = Field(2, description="states per parameter (Adam: m and v)")
     optimizer_dtype: Dtype = Field("fp32", description="dtype of each optimizer state")
     activations: Dtype = Field("bf16", description="dtype of activations saved for backward")
-    source: str = ""
+    source: Text = ""
 
     # bytes per element, derived once from the dtypes
     @property
