@@ -44,9 +44,9 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
 def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB')."""
     from costmodel.solve.fsdp import solve_fsdp as solve
-    from costmodel.units import parse_bytes
+    from costmodel.inputs.numbers import memory_limit
 
-    limit_bytes = parse_bytes(limit) if isinstance(limit, str) else float(limit)
+    limit_bytes = memory_limit(limit, "limit")
     return solve(_spec(model), load_recipe(recipe), Layout(**{"fsdp": 2, **layout}), limit_bytes)
 
 

@@ -6,7 +6,6 @@ those become "3517.6 GB" or "3276.0 GiB", always naming which.
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 
 from costmodel.errors import CostModelError
@@ -65,18 +64,3 @@ def format_bytes(value: float, units: UnitSystem = UnitSystem.si, digits: int = 
 def in_unit(value: float, units: UnitSystem) -> tuple[float, str]:
     """``value`` bytes in GB or GiB (fixed prefix, for columns that must line up)."""
     return (value / 1e9, "GB") if units == UnitSystem.si else (value / 2.0**30, "GiB")
-
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def parse_bytes(text: str) -> float:
-    """'95GB' -> 95e9, '80GiB' -> 80 * 2**30, '1.5e9' -> 1.5e9 (plain numbers are bytes)."""
-    match = _SIZE.match(text)
-    if not match:
-        raise CostModelError(f"cannot read {text!r} as a size; write e.g. 95GB, 80GiB or 1.5e9")
-    number, unit = match.groups()
-    value = float(number) * (unit_bytes(unit) if unit else 1)
-    if value <= 0:
-        raise CostModelError(f"size {text!r} must be positive")
-    return value

@@ -109,7 +109,7 @@ BAD = [
      "never compute-bound"),
     (["solve", "batch", *V5P_C, "--optimize-split", "--slice", "4x4x2"], "4x4x2 has 32 chips"),
     (["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--peak-flops", "-1"],
-     "--peak-flops must be positive"),
+     "'--peak-flops': '-1' is out of range: allowed from 1e+06 to 1e+19"),
     (["solve", "batch", *V5P_C, "--overlap", "both"], "--overlap"),
     (["solve", "fsdp", "--model", "xxl"], "--limit"),
 ]

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.measure.results import FORMAT, canonical_collective, write_atomically
+from costmodel.inputs.output import write_json
+from costmodel.measure.results import FORMAT, canonical_collective
 
 
 def launch(*, nproc: int, ops: list[str], min_bytes: int, max_bytes: int, factor: float, warmup: int, iters: int,
@@ -52,11 +53,13 @@ def _finish(out: Path, status: str, log: str, cmd: list[str]) -> dict:
     """The results as written by rank 0, marked with how the run ended; a stub if nothing was written."""
     try:
         document = json.loads(out.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):
+        document = None
+    if not isinstance(document, dict) or not isinstance(document.get("source"), dict):
         document = {"format": FORMAT, "source": {"tool": "cost4d bench collectives"}, "environment": {}, "runs": []}
     if status != "ok" or document.get("status") != "ok":
         document["status"] = status if status != "ok" else "incomplete"
         document["error"] = log[-4000:]
     document["source"]["command"] = cmd
-    write_atomically(out, document)
+    write_json(out, document)
     return document

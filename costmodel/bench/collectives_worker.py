@@ -19,7 +19,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from costmodel.measure.results import FORMAT, bus_factor, write_atomically
+from costmodel.inputs.output import write_json
+from costmodel.measure.results import FORMAT, bus_factor
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -141,10 +142,10 @@ def main(argv=None) -> None:
                          "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * bus_factor(op, n)})
         document["runs"].append({"collective": op, "algorithm": "auto", "rows": rows})
         if rank == 0:
-            write_atomically(args.out, document)
+            write_json(args.out, document)
     document["status"] = "ok"
     if rank == 0:
-        write_atomically(args.out, document)
+        write_json(args.out, document)
         print(json.dumps({"out": args.out, "runs": len(document["runs"])}))
     dist.destroy_process_group()
 

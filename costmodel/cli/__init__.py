@@ -34,23 +34,48 @@ _register()
 
 
 def main() -> None:
-    """Entry point: click's own usage errors and ours both end as one line and exit code 2."""
+    """Entry point. Bad input of any kind ends as one line on stderr and exit code 2; Ctrl-C and SIGTERM
+    end quietly (130, 143) after ``--out`` files are cleaned up; anything else is a bug, reported as
+    one line with exit code 70 (``COST4D_DEBUG=1`` shows the traceback)."""
+    import os
+    import signal
+
     try:  # typer >= 0.22 carries its own copy of click
         from typer._click import exceptions as click_errors
     except ImportError:
         from click import exceptions as click_errors
 
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = app(standalone_mode=False)
     except CostModelError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise SystemExit(2) from None
+        _fail(str(err), 2)
+    except click_errors.NoArgsIsHelpError as err:  # help was printed (rich prints it itself)
+        message = err.format_message()
+        _fail(message, err.exit_code, prefix="") if message.strip() else _fail(None, err.exit_code)
     except click_errors.ClickException as err:
-        typer.echo(f"error: {err.format_message()}", err=True)
-        raise SystemExit(err.exit_code) from None
-    except getattr(click_errors, "Abort", ()):  # Ctrl-C at a prompt
-        raise SystemExit(1) from None
+        _fail(err.format_message().replace("Value error, ", ""), err.exit_code)
+    except (KeyboardInterrupt, getattr(click_errors, "Abort", KeyboardInterrupt)):
+        _fail("interrupted", 130)
+    except RecursionError:
+        _fail("input nested too deeply to handle", 2)
+    except Exception as err:  # noqa: BLE001 - the last line of defence, never the way errors are reported
+        if os.environ.get("COST4D_DEBUG"):
+            raise
+        _fail(f"internal error ({type(err).__name__}: {str(err)[:200]}); this is a bug in cost4d, please "
+              "report it with the command line (COST4D_DEBUG=1 shows the traceback)", 70)
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _fail(message: str | None, code: int, prefix: str = "error: ") -> None:
+    if message is not None:
+        line = " ".join(message.split()) if prefix else message
+        typer.echo(f"{prefix}{line}", err=True)
+    raise SystemExit(code) from None
 
 
 if __name__ == "__main__":

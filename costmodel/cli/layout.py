@@ -12,6 +12,7 @@ import typing
 
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 
 #: option name -> (typer Annotated type, default)
 OPTIONS = {
@@ -40,10 +41,14 @@ def build_layout(fixed: dict | None = None, **values):
         fields["dp"], fields["fsdp"] = _hsdp(fields.pop("hsdp_group"), fields.get("dp", 1), fields.get("fsdp", 1))
     recompute = fields.get("recompute", "none")
     if recompute.startswith("every:"):
-        count = recompute.removeprefix("every:")
-        if not count.isdigit() or int(count) < 1:
-            raise CostModelError(f"--recompute {recompute!r}: write every:K with K a positive integer")
-        fields.update(recompute="every", recompute_layers=int(count))
+        from costmodel.inputs.bounds import LAYERS
+        from costmodel.inputs.numbers import whole
+
+        try:
+            count = whole(1, LAYERS)(recompute.removeprefix("every:"))
+        except ValueError as err:
+            raise CostModelError(f"--recompute every:K: K {err}") from None
+        fields.update(recompute="every", recompute_layers=count)
     try:
         return Layout(**fields)
     except ValidationError as err:
@@ -51,7 +56,7 @@ def build_layout(fixed: dict | None = None, **values):
         if first["loc"]:
             name = str(first["loc"][0])
             flag = "--" + {"reshard_after_forward": "reshard"}.get(name, name).replace("_", "-")
-            return _raise(f"{flag} {fields.get(name)!r}: {first['msg']}")
+            return _raise(f"{flag} {shown(fields.get(name))}: {first['msg']}")
         return _raise(first["msg"].removeprefix("Value error, "))
 
 

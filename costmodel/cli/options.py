@@ -6,7 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from costmodel.inputs import bounds
+from costmodel.inputs.numbers import real, whole
 from costmodel.units import UnitSystem
+
+DEGREE = dict(parser=whole(1, bounds.DEVICES), metavar="N")
+STEPS = dict(parser=whole(1, bounds.STEPS), metavar="N")
+TORUS_AXES = dict(parser=whole(1, 8), metavar="N")
 
 _LAYOUT = "Parallel layout"
 _OUT = "Output"
@@ -17,29 +23,29 @@ RecipeOpt = Annotated[str, typer.Option(
     help="Precision recipe: cs336 (default, 16 B/param), zero, megatron, scaling-book, or a file.")]
 HardwareOpt = Annotated[Optional[str], typer.Option(
     help="Device name (see `cost4d hardware`) or a hardware spec file.")]
-TokensOpt = Annotated[int, typer.Option(
+TokensOpt = Annotated[int, typer.Option(parser=whole(0, bounds.TOKENS), metavar="TOKENS",
     help="Tokens one model replica holds at once: micro-batch x sequence.", rich_help_panel=_LAYOUT)]
-DpOpt = Annotated[int, typer.Option(help="Data-parallel replicas (DDP; HSDP replicas).", rich_help_panel=_LAYOUT)]
-FsdpOpt = Annotated[int, typer.Option(help="Devices the data axis shards state over (ZeRO/FSDP).",
+DpOpt = Annotated[int, typer.Option(**DEGREE, help="Data-parallel replicas (DDP; HSDP replicas).", rich_help_panel=_LAYOUT)]
+FsdpOpt = Annotated[int, typer.Option(**DEGREE, help="Devices the data axis shards state over (ZeRO/FSDP).",
                                       rich_help_panel=_LAYOUT)]
-ZeroOpt = Annotated[int, typer.Option(
+ZeroOpt = Annotated[int, typer.Option(parser=whole(0, 3), metavar="0-3",
     help="ZeRO stage on the fsdp axis: 1 optimizer, 2 + gradients, 3 + weights (FSDP).",
     rich_help_panel=_LAYOUT)]
-TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=_LAYOUT)]
+TpOpt = Annotated[int, typer.Option(**DEGREE, help="Tensor-parallel degree.", rich_help_panel=_LAYOUT)]
 SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallel within the TP group.",
                                      rich_help_panel=_LAYOUT)]
-PpOpt = Annotated[int, typer.Option(help="Pipeline stages (memory is the heaviest stage's).",
+PpOpt = Annotated[int, typer.Option(**DEGREE, help="Pipeline stages (memory is the heaviest stage's).",
                                     rich_help_panel=_LAYOUT)]
-CpOpt = Annotated[int, typer.Option(help="Context-parallel degree.", rich_help_panel=_LAYOUT)]
-ShardActOpt = Annotated[float, typer.Option(
+CpOpt = Annotated[int, typer.Option(**DEGREE, help="Context-parallel degree.", rich_help_panel=_LAYOUT)]
+ShardActOpt = Annotated[float, typer.Option(parser=real(0, 1), metavar="FRACTION",
     help="Fraction of activations sharded over the fsdp axis (XXL part (b): 0.5).",
     rich_help_panel=_LAYOUT)]
 ReshardOpt = Annotated[bool, typer.Option(
     "--reshard/--no-reshard", help="FSDP frees gathered weights after forward (re-gathers in backward).",
     rich_help_panel=_LAYOUT)]
-MxOpt = Annotated[int, typer.Option("--mx", help="M_X: torus axes the data axis spans (TPU).",
+MxOpt = Annotated[int, typer.Option("--mx", **TORUS_AXES, help="M_X: torus axes the data axis spans (TPU).",
                                     rich_help_panel=_LAYOUT)]
-MyOpt = Annotated[int, typer.Option("--my", help="M_Y: torus axes the TP axis spans (TPU).",
+MyOpt = Annotated[int, typer.Option("--my", **TORUS_AXES, help="M_Y: torus axes the TP axis spans (TPU).",
                                     rich_help_panel=_LAYOUT)]
 UnitsOpt = Annotated[UnitSystem, typer.Option(
     help="How bytes print: si (GB = 1e9 B, vendors' and ZeRO's unit) or iec (GiB = 2^30 B). "
@@ -50,17 +56,17 @@ SymbolicOpt = Annotated[bool, typer.Option(
     "--symbolic", help="Print the formula in Scaling Book letters before the numbers.", rich_help_panel=_OUT)]
 
 _SOLVE = "Compute-bound question (Scaling Book letters)"
-FsdpXOpt = Annotated[int, typer.Option("--fsdp", help="X: devices on the FSDP (data) axis.", rich_help_panel=_SOLVE)]
-TpYOpt = Annotated[int, typer.Option("--tp", help="Y: devices on the TP (model) axis.", rich_help_panel=_SOLVE)]
+FsdpXOpt = Annotated[int, typer.Option("--fsdp", **DEGREE, help="X: devices on the FSDP (data) axis.", rich_help_panel=_SOLVE)]
+TpYOpt = Annotated[int, typer.Option("--tp", **DEGREE, help="Y: devices on the TP (model) axis.", rich_help_panel=_SOLVE)]
 OverlapOpt = Annotated[str, typer.Option(
     help="sum: the two axes' communication takes turns (Scaling Book text of early 2025); "
     "max: it overlaps (text since Aug 2025).", rich_help_panel=_SOLVE)]
 PassOpt = Annotated[str, typer.Option(
     "--pass", help="forward: the forward pass alone (CS336 (c)); step: forward + backward (x3 FLOPs and bytes).",
     rich_help_panel=_SOLVE)]
-PeakOpt = Annotated[Optional[float], typer.Option(
+PeakOpt = Annotated[Optional[float], typer.Option(parser=real(*bounds.FLOPS), metavar="FLOP/S",
     help="C, peak FLOP/s per device; default the hardware's dense bf16.", rich_help_panel=_SOLVE)]
-IciOpt = Annotated[Optional[float], typer.Option(
+IciOpt = Annotated[Optional[float], typer.Option(parser=real(*bounds.BANDWIDTH), metavar="B/S",
     help="W, link bandwidth per axis in B/s (ICI: bidirectional, v5p 1.8e11); default the hardware's.",
     rich_help_panel=_SOLVE)]
 FormatOpt = Annotated[str, typer.Option("--format", help="text, markdown or latex.", rich_help_panel=_OUT)]
@@ -75,16 +81,16 @@ FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 ScheduleOpt = Annotated[str, typer.Option(
     help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
-MicroOpt = Annotated[Optional[int], typer.Option(
+MicroOpt = Annotated[Optional[int], typer.Option(**STEPS,
     help="Micro-batches per step (default: --pp).", rich_help_panel=_ADV)]
-ChunksOpt = Annotated[int, typer.Option(help="Model chunks per device for --schedule interleaved.",
+ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device for --schedule interleaved.",
                                         rich_help_panel=_ADV)]
 CpKindOpt = Annotated[str, typer.Option(help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
                                         rich_help_panel=_ADV)]
-HsdpOpt = Annotated[Optional[int], typer.Option(
+HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
     help="HSDP: shard within groups of this many devices, replicate across (sets --fsdp, --dp).",
     rich_help_panel=_ADV)]
-AccumOpt = Annotated[int, typer.Option(help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
+AccumOpt = Annotated[int, typer.Option(**STEPS, help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
 TpEndsOpt = Annotated[str, typer.Option(
     help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
     rich_help_panel=_ADV)]

@@ -19,10 +19,10 @@ explain_app = typer.Typer(help="Derive an answer step by step: formula, values, 
 def _limit(limit: Optional[str], hardware: Optional[str]):
     """The memory limit in bytes and where it came from."""
     from costmodel.specs.load import load_hardware
-    from costmodel.units import parse_bytes
+    from costmodel.inputs.numbers import memory_limit
 
     if limit is not None:
-        return parse_bytes(limit), f"--limit {limit}"
+        return memory_limit(limit), f"--limit {limit}"
     if hardware is None:
         raise CostModelError("give --limit (e.g. 95GB) or --hardware")
     device = load_hardware(hardware)
@@ -124,13 +124,15 @@ def solve_batch_cmd(
     if not answer.compute_bound_ever:
         raise CostModelError(f"TP degree Y = {problem.tp} is never compute-bound: Y must stay below M_Y F/alpha = "
                              f"{problem.my * problem.d_ff / problem.alpha:,.1f}")
-    torus = parse_slice(slice_) if slice_ else None
+    ici = device.level("ici") if device.kind == "tpu" else None
+    if slice_ is not None and ici is None:
+        raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
+    torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
     split = optimize_split(problem, torus) if optimize_split or torus else None
     thresholds = single_strategy_thresholds(device, d_ff=problem.d_ff, peak_flops=problem.peak_flops,
                                             bandwidth=problem.bandwidth)
     rows = None
     if what_if:
-        ici = device.level("ici") if device.kind == "tpu" else None
         dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
         rows = what_if_rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
     report_solve.batch(spec, device, answer, split, thresholds, rows, as_json)

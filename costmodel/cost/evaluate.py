@@ -90,10 +90,10 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                   shape.width, shape.layers)
     valid = True
     if kind == "number":
-        checks.check(shape, point)
+        checks.check(shape, point, hardware)
     elif kind == "numpy":
         point = _as_float(point)
-        valid = checks.valid(shape, point)
+        valid = checks.valid(shape, point, hardware)
     held = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
     stages = stages_memory(shape, recipe, point, held)
     memory_bytes = heaviest_total(stages)

@@ -216,3 +216,18 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
     """Which calibration (or 'datasheet') a single layout's collective uses."""
     cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
     return cal[2] if cal else "datasheet"
+
+
+def checks(hardware, point) -> list:
+    """--mx/--my name TPU torus axes: none on a GPU (placement there follows the NVLink domain), and
+    no more than the torus has on a TPU."""
+    from costmodel.parallel.collective import Rule
+
+    if hardware.kind != "tpu":
+        return [Rule((point.mx <= 1) & (point.my <= 1),
+                     lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
+                     "(its axes are placed on the NVLink domain and nodes automatically)")]
+    axes = hardware.level("ici").torus_axes
+    return [Rule(point.mx + point.my <= axes,
+                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
+                 f"{hardware.name} has {axes}")] if axes else []

@@ -25,8 +25,8 @@ STEPS = 2**24
 FLOPS = (1e6, 1e19)
 #: bytes per second of one link or memory
 BANDWIDTH = (1e3, 1e16)
-#: bytes of one device's memory, or one message
-BYTES = (1.0, 2.0**60)
+#: bytes of one device's memory (a limit below 1 MB is a typo: a unit left out)
+MEMORY = (1e6, 2.0**60)
 #: seconds of one measured or modelled operation
 SECONDS = (0.0, 1e6)
 #: how deep a spec or results file may nest (real ones nest 3 levels)

@@ -75,3 +75,15 @@ def size(text: str, *, flag: str, lo: float, hi: float, unit_required: bool) -> 
     if not (math.isfinite(value) and lo <= value <= hi):
         raise CostModelError(f"{flag} {shown(text)}: {value:g} B is out of range: allowed {lo:g} B to {hi:g} B")
     return value
+
+
+def memory_limit(value, flag: str = "--limit") -> float:
+    """A memory limit in bytes: text with a unit ('95GB', '80GiB') or a number of bytes."""
+    from costmodel.inputs.bounds import MEMORY
+
+    if isinstance(value, str):
+        return size(value, flag=flag, lo=MEMORY[0], hi=MEMORY[1], unit_required=True)
+    number = float(value)
+    if not (math.isfinite(number) and MEMORY[0] <= number <= MEMORY[1]):
+        raise CostModelError(f"{flag} {value!r}: allowed {MEMORY[0]:g} B to {MEMORY[1]:g} B")
+    return number

@@ -6,16 +6,18 @@ in-place and out-of-place columns, and any collective. Malformed logs get an err
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.measure.results import FORMAT, canonical_collective
+from costmodel.inputs.files import shown
+from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
 
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")
 _RANK = re.compile(r"#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*)$")
-_ALGORITHMS = ("nvls", "nvlstree", "collnet", "tree", "ring", "pat")
+_ALGORITHMS = ("nvlstree", "nvls", "collnet", "tree", "ring", "pat")
 
 
 def _nccl_version(code: str) -> str:
@@ -24,11 +26,19 @@ def _nccl_version(code: str) -> str:
     return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
 
 
-def _number(token: str, path: Path, lineno: int) -> float:
+_SRUN = re.compile(r"^\s*\d+:\s")  # srun --label's task prefix, '0: '
+_MAX_BYTES = 2**50
+
+
+def _number(token: str, path, lineno: int, what: str) -> float:
+    """A finite, non-negative number from a log column."""
     try:
-        return float(token)
+        value = float(token)
     except ValueError:
-        raise CostModelError(f"{path}:{lineno}: expected a number, found {token!r}") from None
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise CostModelError(f"{path}:{lineno}: {what}: expected a finite number >= 0, found {shown(token, 20)}")
+    return value
 
 
 def infer_algorithm(path: Path) -> str:
@@ -40,41 +50,87 @@ def infer_algorithm(path: Path) -> str:
     return "auto"
 
 
-def parse_log(path: Path, algorithm: str | None = None) -> dict:
-    """One nccl-tests log as a cost4d results document."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise CostModelError(f"cannot read {path}: {err.strerror}") from None
-    collective = version = nccl = None
-    ranks: dict[int, tuple[str, str]] = {}
-    rows = []
-    for lineno, line in enumerate(lines, 1):
+class _Section:
+    """One 'Collective test starting' block: its collective, rank lines and data rows."""
+
+    def __init__(self, collective: str, lineno: int):
+        self.collective, self.lineno = collective, lineno
+        self.ranks: dict[int, tuple[str, str]] = {}
+        self.rows: list[dict] = []
+
+    def add_rank(self, rank: int, host: str, device: str, path, lineno: int) -> None:
+        if rank in self.ranks:
+            raise CostModelError(f"{path}:{lineno}: rank {rank} is listed twice in the "
+                                 f"{self.collective} test (line {self.lineno})")
+        self.ranks[rank] = (host, device)
+
+    def environment(self, path) -> dict:
+        world = len(self.ranks)
+        if sorted(self.ranks) != list(range(world)):
+            raise CostModelError(f"{path}: the {self.collective} test (line {self.lineno}) lists ranks "
+                                 f"{_spans(sorted(self.ranks))}; expected 0 to {world - 1}")
+        per_host: dict[str, int] = {}
+        for host, _ in self.ranks.values():
+            per_host[host] = per_host.get(host, 0) + 1
+        if len(set(per_host.values())) > 1:
+            counts = ", ".join(f"{host}: {n}" for host, n in sorted(per_host.items()))
+            raise CostModelError(f"{path}: ranks per host differ ({counts}); cost4d models nodes with "
+                                 "equal numbers of GPUs")
+        return {"world_size": world, "nodes": len(per_host), "gpus_per_node": world // len(per_host),
+                "hosts": sorted(per_host), "devices": sorted({name for _, name in self.ranks.values()}),
+                "backend": "nccl"}
+
+
+def _spans(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+
+
+def parse_log(path: Path, algorithm: str | None = None, text: str | None = None) -> dict:
+    """One nccl-tests log (``text`` if already read) as a cost4d results document: one run per
+    'Collective test starting' block."""
+    from costmodel.inputs.files import LOG_LIMIT, read_text
+
+    text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
+    algorithm = canonical_algorithm(algorithm) if algorithm is not None else infer_algorithm(Path(path))
+    version = nccl = None
+    sections: list[_Section] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = _SRUN.sub("", line, count=1)
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), _nccl_version(m.group(3))
         elif (m := _TEST.search(line)):
-            collective = canonical_collective(m.group(1))
+            sections.append(_Section(canonical_collective(m.group(1)), lineno))
         elif (m := _RANK.search(line)):
-            ranks[int(m.group(1))] = (m.group(2), m.group(4).strip())
+            _open(sections, path, lineno, "a '#  Rank' line").add_rank(
+                int(m.group(1)), m.group(2), m.group(4).strip(), path, lineno)
         elif line.strip() and not line.lstrip().startswith("#"):
-            rows += _data_row(line, path, lineno)
-    if collective is None:
+            _open(sections, path, lineno, "a data row").rows += _data_row(line, path, lineno)
+    if not sections:
         raise CostModelError(f"{path}: no 'Collective test starting' line: is this nccl-tests output?")
-    if not ranks:
-        raise CostModelError(f"{path}: no '#  Rank' lines to tell the world size")
-    if not rows:
-        raise CostModelError(f"{path}: no data rows")
-    hosts = sorted({host for host, _ in ranks.values()})
-    world = len(ranks)
+    runs, environment = [], None
+    for section in sections:
+        if not section.ranks and environment is None:
+            raise CostModelError(f"{path}: no '#  Rank' lines in the {section.collective} test (line "
+                                 f"{section.lineno}) to tell the world size")
+        if not section.rows:
+            raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has no data rows")
+        env = section.environment(path) if section.ranks else environment
+        environment = environment or env
+        runs.append({"collective": section.collective, "algorithm": algorithm, "rows": section.rows,
+                     "environment": env})
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)]},
-        "environment": {"world_size": world, "nodes": len(hosts), "gpus_per_node": world // len(hosts),
-                        "hosts": hosts, "devices": sorted({name for _, name in ranks.values()}),
-                        "backend": "nccl"},
-        "runs": [{"collective": collective, "algorithm": algorithm or infer_algorithm(Path(path)),
-                  "rows": rows}],
+        "environment": environment,
+        "runs": runs,
     }
+
+
+def _open(sections: list[_Section], path, lineno: int, what: str) -> _Section:
+    if not sections:
+        raise CostModelError(f"{path}:{lineno}: {what} before any 'Collective test starting' line: "
+                             "is this nccl-tests output?")
+    return sections[-1]
 
 
 def _data_row(line: str, path: Path, lineno: int) -> list[dict]:
@@ -82,17 +138,27 @@ def _data_row(line: str, path: Path, lineno: int) -> list[dict]:
     tokens = line.split()
     if len(tokens) < 9:
         raise CostModelError(f"{path}:{lineno}: a data row needs at least 9 columns, found {len(tokens)}: "
-                             f"{line.strip()[:60]!r}")
-    size = _number(tokens[0], path, lineno)
+                             f"{shown(line.strip())}")
+    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > _MAX_BYTES:
+        raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
+                             f"up to {_MAX_BYTES:,}")
+    size = int(tokens[0])
     out = []
     fields = tokens[5:]
     width = 4 if len(fields) >= 8 else 3  # '#wrong' is absent in some versions
     for placement, start in (("out-of-place", 0), ("in-place", width)):
-        chunk = fields[start:start + 3]
+        chunk = fields[start:start + width]
         if len(chunk) < 3 or size == 0:
             continue
-        time_us, algbw, busbw = (_number(t, path, lineno) for t in chunk)
-        out.append({"bytes": int(size), "count": int(_number(tokens[1], path, lineno)), "dtype": tokens[2],
+        if width == 4 and chunk[3] not in ("0", "N/A"):
+            raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[3], 20)} ({placement}): nccl-tests "
+                                 "found wrong results in this row; rerun before timing it")
+        time_us = _number(chunk[0], path, lineno, f"{placement} time")
+        if time_us <= 0 or time_us > 1e12:
+            raise CostModelError(f"{path}:{lineno}: {placement} time {shown(chunk[0], 20)} us: a measured time is "
+                                 "positive and under 1e12 us")
+        algbw, busbw = (_number(t, path, lineno, f"{placement} bandwidth") for t in chunk[1:3])
+        out.append({"bytes": size, "count": int(_number(tokens[1], path, lineno, "count")), "dtype": tokens[2],
                     "placement": placement, "time_s": time_us * 1e-6, "algbw_bytes_per_s": algbw * 1e9,
                     "busbw_bytes_per_s": busbw * 1e9})
     return out
@@ -103,6 +169,7 @@ def merge(documents: list[dict]) -> dict:
     first = documents[0]
     merged = {**first, "source": {**first["source"], "files": []}, "runs": []}
     for doc in documents:
-        merged["source"]["files"] += doc["source"]["files"]
-        merged["runs"] += [dict(run, environment=doc["environment"]) for run in doc["runs"]]
+        files = doc["source"].get("files")
+        merged["source"]["files"] += [str(f) for f in files] if isinstance(files, list) else []
+        merged["runs"] += [dict(run, environment=run.get("environment") or doc["environment"]) for run in doc["runs"]]
     return merged

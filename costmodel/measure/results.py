@@ -9,9 +9,6 @@ algbw = S / t, busbw = algbw x (2(n-1)/n all-reduce; (n-1)/n all-gather, reduce-
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -48,34 +45,30 @@ def bus_factor(collective: str, ranks: int) -> float:
     return 1.0
 
 
-def write_atomically(path: Path, document: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(document, handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+#: NCCL algorithm names (NCCL_ALGO), and 'auto' for NCCL's own choice
+ALGORITHMS = ("auto", "ring", "tree", "nvls", "nvlstree", "collnet", "collnetdirect", "collnetchain", "pat")
 
 
-def read_results(path: Path) -> dict:
-    """A results document, or one line saying why it is not one."""
-    try:
-        document = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise CostModelError(f"cannot read {path}: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise CostModelError(f"{path}: not JSON (line {err.lineno}: {err.msg})") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+def canonical_algorithm(name: str) -> str:
+    """'Ring' -> 'ring'; anything NCCL does not call an algorithm is refused."""
+    from costmodel.inputs.files import shown
+
+    key = str(name).strip().lower()
+    if key not in ALGORITHMS:
+        raise CostModelError(f"unknown algorithm {shown(name)}; known: {', '.join(ALGORITHMS)}")
+    return key
+
+
+def read_results(path: Path, text: str | None = None) -> dict:
+    """A results document (``text`` if already read), validated field by field (see
+    ``measure/document.py``), as plain dicts."""
+    from costmodel.inputs.files import parse_document, read_text
+    from costmodel.measure.document import Results
+    from costmodel.specs.load import validate
+
+    text = read_text(path, "results file") if text is None else text
+    document = parse_document(text, str(path), "json")
+    if document.get("format") != FORMAT:
         raise CostModelError(f"{path}: not a cost4d results file (expected \"format\": \"{FORMAT}\"; "
                              "nccl-tests logs can be passed directly)")
-    for i, run in enumerate(document.get("runs", [])):
-        if not run.get("rows"):
-            raise CostModelError(f"{path}: run {i} ({run.get('collective')}) has no rows")
-    return document
+    return validate(Results, document, str(path)).model_dump()

@@ -11,6 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
 from costmodel.cost.network import formula_for, one_level_seconds
 from costmodel.measure.predict import PASSES, predict
@@ -39,7 +40,7 @@ def measured_rows(documents: list[dict], placement: str = "out-of-place"):
     """(collective, algorithm, environment, row) for every measured row of the documents."""
     for doc in documents:
         for run in doc["runs"]:
-            env = run.get("environment", doc["environment"])
+            env = run.get("environment") or doc["environment"]
             for row in run["rows"]:
                 if placement in ("both", row.get("placement", "out-of-place")) and row["bytes"] > 0:
                     yield run["collective"], run["algorithm"], env, row
@@ -110,9 +111,17 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
         if row["bytes"] >= min_bytes and collective in PASSES:
             key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
             groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
+    if not groups:
+        raise CostModelError(f"--fit: no modelled collective has rows of {min_bytes:,} bytes or more "
+                             "(lower --min-bytes?)")
     fits = []
     for (collective, algorithm, nodes, per_node), points in groups.items():
         ranks = nodes * per_node
+        sizes = {s for s, _ in points}
+        if len(sizes) < 2:
+            raise CostModelError(f"--fit {collective} ({algorithm}, {nodes}x{per_node}): a latency and a bandwidth "
+                                 f"need two or more sizes >= --min-bytes, found {len(sizes)} "
+                                 "(lower --min-bytes, or measure more sizes)")
         formula = formula_for(collective, algorithm)
         coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(collective, ranks)
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)

@@ -135,19 +135,21 @@ def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -
     return parts
 
 
+_LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$", "{": r"\{",
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$", "\n": " ", "\r": " "}
+
+
 def _latex_text(text: str) -> str:
-    """Text-mode LaTeX: escape the characters LaTeX treats specially."""
-    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
-                          ("#", r"\#"), ("^", r"\^{}"), ("<", r"$<$"), (">", r"$>$")):
-        text = text.replace(char, escaped)
-    return text
+    """Text-mode LaTeX: every character LaTeX treats specially escaped in one pass, line breaks as
+    spaces (so no text leaves a comment or a paragraph)."""
+    return "".join(_LATEX.get(char, char) for char in text)
 
 
 def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
     """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
     lines = []
     if fmt == "latex":
-        lines += [f"% {title}", r"\begin{enumerate}"]
+        lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
         for s in steps:
             body = f"$ {sp.latex(s.formula)} $" if s.formula is not None else ""
             text = [_latex_text(part) for part in (s.title, s.values, s.result)]

@@ -41,8 +41,10 @@ def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flo
     problem = BatchProblem(d_model=d_model, d_ff=d_ff, fsdp=fsdp, tp=tp, mx=mx, my=my,
                            peak_flops=peak_flops, bandwidth=bandwidth, overlap=overlap, pass_=pass_)
     check_problem(problem)
-    if hardware.kind == "tpu":
-        axes = hardware.level("ici").torus_axes
-        if axes and mx + my > axes:
-            raise CostModelError(f"M_X + M_Y = {mx + my} torus axes, but {hardware.name} has {axes}")
+    from costmodel.cost.network import checks
+    from costmodel.cost.point import Point
+
+    for rule in checks(hardware, Point(mx=mx, my=my)):
+        if not rule.ok:
+            raise CostModelError(rule.message())
     return problem

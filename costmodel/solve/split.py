@@ -30,13 +30,23 @@ class SplitAnswer:
     candidates: list[Split]
 
 
-def parse_slice(text: str) -> tuple[int, ...]:
-    """'4x4x4' -> (4, 4, 4)."""
-    if not re.fullmatch(r"\s*\d+(\s*x\s*\d+)*\s*", text):
-        raise CostModelError(f"--slice {text!r}: write the torus shape as e.g. 4x4x4")
+#: torus axes a slice may have (TPUs have 2 or 3; the split search visits 2^axes subsets)
+MAX_AXES = 8
+
+
+def parse_slice(text: str, torus_axes: int | None = None) -> tuple[int, ...]:
+    """'4x4x4' -> (4, 4, 4); at most the device's torus axes (``torus_axes``), else :data:`MAX_AXES`."""
+    from costmodel.inputs.bounds import DEVICES
+    from costmodel.inputs.files import shown
+
+    if not re.fullmatch(r"\s*[0-9]{1,9}(\s*x\s*[0-9]{1,9})*\s*", text):
+        raise CostModelError(f"--slice {shown(text)}: write the torus shape as e.g. 4x4x4")
     shape = tuple(int(part) for part in text.split("x"))
-    if any(n < 1 for n in shape):
-        raise CostModelError(f"--slice {text!r}: every axis needs at least one chip")
+    most = torus_axes or MAX_AXES
+    if len(shape) > most:
+        raise CostModelError(f"--slice {shown(text)} has {len(shape)} axes; the torus has at most {most}")
+    if any(n < 1 for n in shape) or math.prod(shape) > DEVICES:
+        raise CostModelError(f"--slice {shown(text)}: every axis needs 1 or more chips, {DEVICES:,} in all at most")
     return shape
 
 

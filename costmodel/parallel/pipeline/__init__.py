@@ -15,9 +15,13 @@ NAME = "pp"
 
 
 def checks(shape, point) -> list[Rule]:
-    """No more stages than layers (uneven splits are allowed: the first stages take one more)."""
+    """No more stages than layers (uneven splits are allowed: the first stages take one more), and at
+    least one layer in every interleaved model chunk."""
     return [Rule(point.pp <= shape.layers,
-                 lambda: f"--pp {point.pp} is more than the model's {shape.layers} layers")]
+                 lambda: f"--pp {point.pp} is more than the model's {shape.layers} layers"),
+            Rule(point.pp * point.chunks <= shape.layers,
+                 lambda: f"--pp {point.pp} x --chunks {point.chunks} = {point.pp * point.chunks} model chunks, "
+                 f"more than the model's {shape.layers} layers")]
 
 
 def bubble(point):
