@@ -76,9 +76,9 @@ def matmul_efficiency(shape, point, hardware):
 
             return sympy.Symbol("e_mm", positive=True)
         from costmodel.measure.matmul import table_efficiency
-        from costmodel.specs.load import shipped_file
+        from costmodel.specs.load import table_file
 
-        return table_efficiency(shipped_file(sm.matmul_table), m, n, shape.width, hardware.flops("bf16"))
+        return table_efficiency(table_file(hardware, sm.matmul_table), m, n, shape.width, hardware.flops("bf16"))
     if sm.matmul_efficiency is None:
         raise CostModelError(f"{hardware.name}: step_model needs matmul_efficiency or matmul_table")
     return sm.matmul_efficiency

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.specs.base import Name, Seconds, Spec, Text, count, rate
@@ -119,6 +119,8 @@ class Hardware(Spec):
     calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
     step_model: StepModel | None = Field(None, description="what `cost4d step` needs beyond the datasheet")
     source: Text = ""
+    #: the folder the spec was read from: the one its tables are looked up in (set by the loader)
+    _folder: object = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _check(self) -> "Hardware":

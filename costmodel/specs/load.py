@@ -25,13 +25,18 @@ def hardware_dir() -> Path:
     raise CostModelError("no hardware/ directory found next to the package")
 
 
-def shipped_file(relative: str) -> Path:
-    """A file a spec names relative to the hardware folder; a path that leaves the folder is refused."""
-    root = hardware_dir().resolve()
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root):
-        raise CostModelError(f"{shown(relative)}: a spec's table must lie inside {root}")
-    return path
+def table_file(hardware, relative: str) -> Path:
+    """A table a hardware spec names, relative to the folder the spec was read from, else to the
+    shipped hardware folder (a calibrated copy of a shipped spec keeps its tables); a path that
+    leaves those folders is refused."""
+    roots = [Path(folder).resolve() for folder in (hardware._folder, hardware_dir()) if folder is not None]
+    for root in roots:
+        path = (root / relative).resolve()
+        if not path.is_relative_to(root):
+            raise CostModelError(f"{shown(relative)}: a spec's table must lie inside the spec's folder {root}")
+        if path.exists():
+            return path
+    return (roots[0] / relative).resolve()
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
@@ -118,7 +123,9 @@ def load_hardware(name: str):
         path = hardware_dir() / f"{name}.toml"
     else:
         path = Path(name)
-    return validate(Hardware, read_file(path), str(path) if _is_path(name) else name)
+    spec = validate(Hardware, read_file(path), str(path) if _is_path(name) else name)
+    spec._folder = path.parent
+    return spec
 
 
 def load_recipe(name: str):
