@@ -25,7 +25,8 @@ def load_measurements(paths: list[Path], algorithm: Optional[str] = None) -> lis
     docs = []
     for path in paths:
         text = read_text(path, "measurement file", LOG_LIMIT)
-        docs.append(read_results(path, text) if text.lstrip()[:1] == "{" else parse_log(path, algorithm, text))
+        is_json = text.lstrip()[:1] in ("{", "[")
+        docs.append(read_results(path, text) if is_json else parse_log(path, algorithm, text))
     return docs
 
 

@@ -27,8 +27,10 @@ FLOPS = (1e6, 1e19)
 BANDWIDTH = (1e3, 1e16)
 #: bytes of one device's memory (a limit below 1 MB is a typo: a unit left out)
 MEMORY = (1e6, 2.0**60)
-#: seconds of one measured or modelled operation
+#: seconds of one modelled operation (a latency may be 0)
 SECONDS = (0.0, 1e6)
+#: seconds of one measured operation: nothing on a GPU takes less than a nanosecond
+MEASURED = (1e-9, 1e6)
 #: how deep a spec or results file may nest (real ones nest 3 levels)
 DEPTH = 16
 #: characters of a name (model, device, level, run)

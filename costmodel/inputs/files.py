@@ -28,10 +28,18 @@ LOG_LIMIT = 16 * 2**20
 PATH_LIMIT = 4096
 
 
-def shown(text, limit: int = 60) -> str:
-    """``text`` quoted for a message, shortened: a 100,000-character argument is not echoed whole."""
-    text = str(text)
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
+def shown(value, limit: int = 60) -> str:
+    """``value`` quoted for a message (a string in quotes, anything else as Python writes it), shortened:
+    a 100,000-character argument is not echoed whole."""
+    text = value if isinstance(value, str) else repr(value)
+    quote = repr if isinstance(value, str) else str
+    return quote(text) if len(text) <= limit else quote(text[:limit]) + f"... ({len(text):,} characters)"
+
+
+def where(path, limit: int = 160) -> str:
+    """A path for a message: as given, or its last ``limit`` characters when it is longer."""
+    text = os.fspath(path)
+    return text if len(text) <= limit and text.isprintable() else "..." + repr(text[-limit:])[1:-1]
 
 
 def check_path(path) -> Path:
@@ -53,24 +61,24 @@ def read_bytes(path, what: str = "file", limit: int = SPEC_LIMIT) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:
-        raise CostModelError(f"cannot read {what} {shown(path)}: {err.strerror}") from None
+        raise CostModelError(f"cannot read {what} {where(path)}: {err.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(
                 info.st_mode) else "not a regular file"
-            raise CostModelError(f"{what} {shown(path)} is {kind}: give a file")
+            raise CostModelError(f"{what} {where(path)} is {kind}: give a file")
         if info.st_size > limit:
-            raise CostModelError(f"{what} {shown(path)} is {info.st_size:,} bytes; cost4d reads at most "
+            raise CostModelError(f"{what} {where(path)} is {info.st_size:,} bytes; cost4d reads at most "
                                  f"{limit:,} (split it, or trim it to the part you need)")
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as err:
-        raise CostModelError(f"cannot read {what} {shown(path)}: {err.strerror}") from None
+        raise CostModelError(f"cannot read {what} {where(path)}: {err.strerror}") from None
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise CostModelError(f"{what} {shown(path)} is over {limit:,} bytes, the most cost4d reads")
+        raise CostModelError(f"{what} {where(path)} is over {limit:,} bytes, the most cost4d reads")
     return data
 
 
@@ -92,7 +100,7 @@ def decode(data: bytes, where: str) -> str:
 
 def read_text(path, what: str = "file", limit: int = SPEC_LIMIT) -> str:
     """A UTF-8 text file, checked as :func:`read_bytes` and :func:`decode` say."""
-    return decode(read_bytes(path, what, limit), str(path))
+    return decode(read_bytes(path, what, limit), where(path))
 
 
 def depth(value, limit: int = DEPTH) -> int:
@@ -134,4 +142,4 @@ def read_document(path, what: str = "spec file", limit: int = SPEC_LIMIT) -> dic
     """A .json or .toml file (by suffix; anything else is read as TOML) as a dict of fields."""
     path = check_path(path)
     kind = "json" if path.suffix.lower() == ".json" else "toml"
-    return parse_document(read_text(path, what, limit), str(path), kind)
+    return parse_document(read_text(path, what, limit), where(path), kind)

@@ -14,21 +14,21 @@ import secrets
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.files import check_path, shown
+from costmodel.inputs.files import check_path, where
 
 
 def writable(path) -> Path:
     """``path`` if a file can be written there, else one line saying why."""
     path = check_path(path)
     if path.is_dir():
-        raise CostModelError(f"--out {shown(path)} is a directory: give a file name")
+        raise CostModelError(f"--out {where(path)} is a directory: give a file name")
     parent = path.parent
     if not parent.exists():
-        raise CostModelError(f"--out {shown(path)}: folder {shown(parent)} does not exist")
+        raise CostModelError(f"--out {where(path)}: folder {where(parent)} does not exist")
     if not parent.is_dir():
-        raise CostModelError(f"--out {shown(path)}: {shown(parent)} is not a folder")
+        raise CostModelError(f"--out {where(path)}: {where(parent)} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise CostModelError(f"--out {shown(path)}: folder {shown(parent)} is not writable")
+        raise CostModelError(f"--out {where(path)}: folder {where(parent)} is not writable")
     return path
 
 
@@ -48,7 +48,7 @@ def write_text(path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as err:
         _remove(tmp)
-        raise CostModelError(f"cannot write {shown(path)}: {err.strerror}") from None
+        raise CostModelError(f"cannot write {where(path)}: {err.strerror}") from None
     except BaseException:
         _remove(tmp)
         raise

@@ -28,7 +28,7 @@ class Record(Spec):
 class Row(Record):
     bytes: Annotated[int, Field(ge=0, le=2**50)]
     placement: Literal["out-of-place", "in-place"] = "out-of-place"
-    time_s: Annotated[float, Field(gt=0, le=bounds.SECONDS[1])]
+    time_s: Annotated[float, Field(ge=bounds.MEASURED[0], le=bounds.MEASURED[1])]
     count: Annotated[int, Field(ge=0, le=2**50)] | None = None
     dtype: Name | None = None
     algbw_bytes_per_s: Rate | None = None

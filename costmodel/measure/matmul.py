@@ -26,6 +26,8 @@ def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
         raise CostModelError(f"{path}: the matmul table has no column {missing[0]!r} (needs {', '.join(_COLUMNS)})")
     rows = []
     for line, row in enumerate(reader, 2):
+        if None in row.values() or None in row:
+            raise CostModelError(f"{path}:{line}: expected {len(reader.fieldnames)} columns as in the header")
         if row["dtype"] == dtype and row["b"] == "1":
             rows.append(_row(row, path, line))
     if not rows:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import MEASURED
 from costmodel.inputs.files import shown
 from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
 
@@ -154,9 +155,10 @@ def _data_row(line: str, path: Path, lineno: int) -> list[dict]:
             raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[3], 20)} ({placement}): nccl-tests "
                                  "found wrong results in this row; rerun before timing it")
         time_us = _number(chunk[0], path, lineno, f"{placement} time")
-        if time_us <= 0 or time_us > 1e12:
+        lo, hi = (1e6 * t for t in MEASURED)
+        if not lo <= time_us <= hi:
             raise CostModelError(f"{path}:{lineno}: {placement} time {shown(chunk[0], 20)} us: a measured time is "
-                                 "positive and under 1e12 us")
+                                 f"positive, from {lo:g} to {hi:g} us")
         algbw, busbw = (_number(t, path, lineno, f"{placement} bandwidth") for t in chunk[1:3])
         out.append({"bytes": size, "count": int(_number(tokens[1], path, lineno, "count")), "dtype": tokens[2],
                     "placement": placement, "time_s": time_us * 1e-6, "algbw_bytes_per_s": algbw * 1e9,

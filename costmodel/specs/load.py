@@ -104,8 +104,8 @@ def _model_from(data: dict, where: str):
 
     classes = {"ffn": FFNStack, "transformer": Transformer}
     kind = data.get("kind")
-    if kind not in classes:
-        raise CostModelError(f"{where}: 'kind' must be one of {', '.join(classes)} (got {kind!r})")
+    if not isinstance(kind, str) or kind not in classes:
+        raise CostModelError(f"{where}: 'kind' must be one of {', '.join(classes)} (got {shown(kind, 40)})")
     return validate(classes[kind], data, where)
 
 
