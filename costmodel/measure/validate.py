@@ -81,6 +81,11 @@ class Fit:
     residuals_pct: list  # (bytes, error %) per fitted row
     median_abs_error_pct: float
 
+    @property
+    def stored_bandwidth(self) -> float | None:
+        """The bandwidth as files and JSON hold it: None where time did not grow with size (infinite)."""
+        return self.bandwidth_bytes_per_s if math.isfinite(self.bandwidth_bytes_per_s) else None
+
 
 def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float) -> tuple[float, float]:
     """Least squares in relative error for t = alpha + c S / B over (S, t) points: (alpha, B).
@@ -142,7 +147,6 @@ def calibrated_spec(hardware, fits: list[Fit], source: str) -> dict:
             if (c["collective"], c["algorithm"], c["level"], c["ranks"]) not in new]
     spec["calibration"] = kept + [
         {"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
-         "latency_s": f.latency_s,
-         "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s if math.isfinite(f.bandwidth_bytes_per_s) else None,
+         "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.stored_bandwidth,
          "median_abs_error_pct": f.median_abs_error_pct, "source": source} for f in fits]
     return spec

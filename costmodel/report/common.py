@@ -16,7 +16,7 @@ def emit_json(payload: dict) -> None:
     import json
     import sys
 
-    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")  # JSON has no inf or NaN
 
 
 def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:

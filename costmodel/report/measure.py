@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from costmodel.report.common import console, emit_json, table
 from costmodel.units import UnitSystem, format_bytes
 
@@ -20,7 +22,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
                **summary(rows, min_bytes), "uncalibrated": summary(before, min_bytes)}
     if fits:
         payload["fit"] = [{"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
-                           "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.bandwidth_bytes_per_s,
+                           "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.stored_bandwidth,
                            "median_abs_error_pct": f.median_abs_error_pct,
                            "residuals_pct": [{"bytes": s, "error_pct": e} for s, e in f.residuals_pct]} for f in fits]
     if out:
@@ -42,7 +44,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
                   "collective", "algorithm", ">ranks", ">alpha", ">B", ">median |res|", ">max |res|")
         for f in fits:
             t.add_row(f.collective, f.algorithm, str(f.ranks), f"{f.latency_s * 1e6:.1f} us",
-                      f"{f.bandwidth_bytes_per_s / 1e9:.1f} GB/s", f"{f.median_abs_error_pct:.1f}%",
+                      _bandwidth(f.bandwidth_bytes_per_s), f"{f.median_abs_error_pct:.1f}%",
                       f"{max(abs(e) for _, e in f.residuals_pct):.1f}%")
         c.print(t)
         _print_summary(c, "calibrated", summary(after, min_bytes), min_bytes)
@@ -59,3 +61,7 @@ def _print_summary(c, label: str, s: dict, min_bytes: int) -> None:
     c.print(f"Median |error|, sizes >= {floor}, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
             else f"No rows >= {floor} ({label}).")
 
+
+def _bandwidth(value: float) -> str:
+    """A fitted bandwidth; an infinite one means time did not grow with size over the fitted points."""
+    return f"{value / 1e9:.1f} GB/s" if math.isfinite(value) else "flat (time does not grow with size)"
