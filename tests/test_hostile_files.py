@@ -292,6 +292,7 @@ def _spec_variants():
     return st.tuples(st.sampled_from([FFN, HF, RESULTS]), keys, JSON_VALUES)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=_spec_variants())
 def test_random_field_values_keep_the_contract(tmp_path_factory, case):
@@ -305,6 +306,7 @@ def test_random_field_values_keep_the_contract(tmp_path_factory, case):
     assert_kept_contract(run(validate(path) if base is RESULTS else memory(path)))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(line=st.integers(min_value=0, max_value=60), column=st.integers(min_value=0, max_value=12),
        token=HOSTILE_TOKENS)
@@ -320,6 +322,7 @@ def test_random_log_edits_keep_the_contract(tmp_path_factory, line, column, toke
     assert_kept_contract(outcome)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.binary(max_size=300), suffix=st.sampled_from([".json", ".toml", ".out"]))
 def test_random_bytes_keep_the_contract(tmp_path_factory, data, suffix):

@@ -71,7 +71,10 @@ def size(text: str, *, flag: str, lo: float, hi: float, unit_required: bool) -> 
     if not unit and unit_required:
         raise CostModelError(f"{flag} {shown(text)}: give a unit, e.g. {number}GB (1e9 B) or "
                              f"{number}GiB (2^30 B); B for bytes")
-    value = float(number) * (unit_bytes(unit) if unit else 1)
+    try:
+        value = float(number) * (unit_bytes(unit) if unit else 1)
+    except CostModelError as err:
+        raise CostModelError(f"{flag} {shown(text)}: {err}") from None
     if not (math.isfinite(value) and lo <= value <= hi):
         raise CostModelError(f"{flag} {shown(text)}: {value:g} B is out of range: allowed {lo:g} B to {hi:g} B")
     return value
