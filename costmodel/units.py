@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import Enum
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 
 #: bytes per element of each training dtype ("none" = the state is not kept).
 DTYPE_BYTES: dict[str, int] = {
@@ -40,7 +41,7 @@ def dtype_bytes(dtype: str) -> int:
     try:
         return DTYPE_BYTES[dtype]
     except KeyError:
-        raise CostModelError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+        raise CostModelError(f"unknown dtype {shown(dtype)}; known: {', '.join(DTYPE_BYTES)}") from None
 
 
 def unit_bytes(unit: str) -> float:
@@ -49,7 +50,7 @@ def unit_bytes(unit: str) -> float:
         return _ALL[unit.lower()]
     except KeyError:
         known = ", ".join(n for n, _ in _SI + _IEC)
-        raise CostModelError(f"unknown unit {unit!r}; use one of {known}") from None
+        raise CostModelError(f"unknown unit {shown(unit)}; use one of {known}") from None
 
 
 def format_bytes(value: float, units: UnitSystem = UnitSystem.si, digits: int = 1) -> str:

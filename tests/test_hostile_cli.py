@@ -204,6 +204,10 @@ def test_through_the_real_script():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    for name in (b"a\xff.json", b"\xff\xfe", b"x" * 300 + b"\xff/" + b".json"):  # not UTF-8: surrogates in argv
+        result = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", name], capture_output=True,
+                                timeout=60)
+        assert result.returncode == 2 and result.stderr.count(b"\n") == 1, result.stderr
 
 
 def test_sigterm_is_quiet_and_leaves_no_temporary_file(tmp_path):

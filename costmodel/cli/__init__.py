@@ -72,8 +72,11 @@ def _terminated(signum, frame):
 
 
 def _fail(message: str | None, code: int, prefix: str = "error: ") -> None:
+    """One line (help text excepted), at most ~1,000 characters whatever the input echoed in it."""
     if message is not None:
         line = " ".join(message.split()) if prefix else message
+        if prefix and len(line) > 1000:
+            line = f"{line[:700]} ... {line[-200:]}"
         typer.echo(f"{prefix}{line}", err=True)
     raise SystemExit(code) from None
 

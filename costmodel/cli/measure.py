@@ -9,6 +9,7 @@ import typer
 
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.inputs.numbers import real, whole
 
 import_app = typer.Typer(help="Read other tools' benchmark output into cost4d's results format.",
@@ -89,7 +90,7 @@ def validate(
     if hardware is None:
         raise CostModelError("give --hardware (the spec whose network model is checked)")
     if placement not in ("out-of-place", "in-place", "both"):
-        raise CostModelError(f"--placement {placement!r}: use out-of-place, in-place or both")
+        raise CostModelError(f"--placement {shown(placement)}: use out-of-place, in-place or both")
     if out is not None and not fit:
         raise CostModelError("--out writes the calibrated spec, which only --fit makes: add --fit")
     out = _out(out)
@@ -148,12 +149,12 @@ def bench_collectives(
     from costmodel.measure.results import canonical_collective
 
     if backend not in ("gloo", "nccl"):
-        raise CostModelError(f"--backend {backend!r}: use nccl (GPUs) or gloo (CPUs)")
+        raise CostModelError(f"--backend {shown(backend)}: use nccl (GPUs) or gloo (CPUs)")
     if dtype not in ("float32", "bfloat16", "float16"):
-        raise CostModelError(f"--dtype {dtype!r}: use float32, bfloat16 or float16")
+        raise CostModelError(f"--dtype {shown(dtype)}: use float32, bfloat16 or float16")
     names = [canonical_collective(op.strip()) for op in ops.split(",") if op.strip()]
     if not names:
-        raise CostModelError(f"--ops {ops!r}: name at least one collective")
+        raise CostModelError(f"--ops {shown(ops)}: name at least one collective")
     lo, hi = _size(min_bytes, "--min-bytes"), _size(max_bytes, "--max-bytes")
     if hi < lo:
         raise CostModelError(f"--max-bytes {max_bytes} is below --min-bytes {min_bytes}")
@@ -189,7 +190,7 @@ def bench_gpu(
     from costmodel.specs.load import load_hardware
 
     if not re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", device):
-        raise CostModelError(f"--device {device!r}: use cuda, cuda:N or cpu")
+        raise CostModelError(f"--device {shown(device)}: use cuda, cuda:N or cpu")
     out = _out(out)
     spec = load_hardware(hardware) if hardware else None
     _need_torch("bench gpu")

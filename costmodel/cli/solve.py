@@ -8,6 +8,7 @@ import typer
 
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 
 solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP that fits, compute-bound batch.",
@@ -179,7 +180,7 @@ def explain_fsdp_cmd(
 
 def _check_format(fmt: str) -> None:
     if fmt not in ("text", "markdown", "latex"):
-        raise CostModelError(f"--format {fmt!r}: use text, markdown or latex")
+        raise CostModelError(f"--format {shown(fmt)}: use text, markdown or latex")
 
 
 @explain_app.command("memory")

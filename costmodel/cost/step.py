@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.formulas import step as fs
 from costmodel.mathops import ceil_div, exact_div, family
 from costmodel.parallel import pipeline
@@ -88,7 +89,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
               overlap: str = "overlap") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives."""
     if overlap not in OVERLAPS:
-        raise CostModelError(f"--overlap {overlap!r}: use overlap or none")
+        raise CostModelError(f"--overlap {shown(overlap)}: use overlap or none")
     peak = hardware.flops("bf16")
     global_tokens = point.tokens * point.micro_steps * point.data
     devices = point.devices

@@ -39,7 +39,8 @@ def shown(value, limit: int = 60) -> str:
 def where(path, limit: int = 160) -> str:
     """A path for a message: as given, or its last ``limit`` characters when it is longer."""
     text = os.fspath(path)
-    return text if len(text) <= limit and text.isprintable() else "..." + repr(text[-limit:])[1:-1]
+    tail = text if text.isprintable() else repr(text)[1:-1]
+    return tail if len(tail) <= limit else "..." + tail[-limit:]
 
 
 def check_path(path) -> Path:
@@ -49,7 +50,7 @@ def check_path(path) -> Path:
         raise CostModelError("an empty file name")
     if "\0" in text:
         raise CostModelError(f"file name {shown(text)} contains a NUL byte")
-    if len(text) > PATH_LIMIT or any(len(part.encode()) > 255 for part in Path(text).parts):
+    if len(text) > PATH_LIMIT or any(len(os.fsencode(part)) > 255 for part in Path(text).parts):
         raise CostModelError(f"file name {shown(text)} is too long (at most 255 bytes per part, "
                              f"{PATH_LIMIT} in all)")
     return Path(text)

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.inputs.bounds import FLOPS, WIDTH
 
 
@@ -46,7 +47,7 @@ def _row(row: dict, path: str, line: int) -> tuple:
     if not all(1 <= d <= WIDTH for d in dims):
         raise CostModelError(f"{path}:{line}: m, n, k = {dims}: each must be from 1 to {WIDTH:,}")
     if not (math.isfinite(flops) and lo <= flops <= hi):
-        raise CostModelError(f"{path}:{line}: flops_per_s = {row['flops_per_s']!r}: allowed {lo:g} to {hi:g}")
+        raise CostModelError(f"{path}:{line}: flops_per_s = {shown(row['flops_per_s'])}: allowed {lo:g} to {hi:g}")
     return tuple(math.log2(d) for d in dims), flops
 
 

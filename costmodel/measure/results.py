@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 
 FORMAT = "cost4d-collectives/1"
 
@@ -33,7 +34,7 @@ def canonical_collective(name: str) -> str:
     for canonical, aliases in COLLECTIVES.items():
         if key == canonical.replace("-", "_").replace("/", "_") or key in aliases:
             return canonical
-    raise CostModelError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}")
+    raise CostModelError(f"unknown collective {shown(name)}; known: {', '.join(COLLECTIVES)}")
 
 
 def bus_factor(collective: str, ranks: int) -> float:
@@ -51,8 +52,6 @@ ALGORITHMS = ("auto", "ring", "tree", "nvls", "nvlstree", "collnet", "collnetdir
 
 def canonical_algorithm(name: str) -> str:
     """'Ring' -> 'ring'; anything NCCL does not call an algorithm is refused."""
-    from costmodel.inputs.files import shown
-
     key = str(name).strip().lower()
     if key not in ALGORITHMS:
         raise CostModelError(f"unknown algorithm {shown(name)}; known: {', '.join(ALGORITHMS)}")

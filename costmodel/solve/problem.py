@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.solve.batch import BatchProblem, check_problem
 
 OVERLAPS = ("sum", "max")
@@ -28,9 +29,9 @@ def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flo
                   bandwidth=None) -> BatchProblem:
     """A checked BatchProblem; overrides replace the hardware's constants as given."""
     if overlap not in OVERLAPS:
-        raise CostModelError(f"--overlap {overlap!r}: use sum or max")
+        raise CostModelError(f"--overlap {shown(overlap)}: use sum or max")
     if pass_ not in PASSES:
-        raise CostModelError(f"--pass {pass_!r}: use forward or step")
+        raise CostModelError(f"--pass {shown(pass_)}: use forward or step")
     if min(fsdp, tp) < 1:
         raise CostModelError(f"--fsdp and --tp must be >= 1 (got {fsdp}, {tp})")
     d_model, d_ff = mlp_shape(model)

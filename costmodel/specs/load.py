@@ -10,6 +10,7 @@ import difflib
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
 from costmodel.inputs.bounds import NAME
 from costmodel.inputs.files import read_document, shown
 from costmodel.specs.hf import from_hf_config, is_hf_config
@@ -44,7 +45,7 @@ def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
         return CostModelError(f"unknown {kind} {shown(name)}: names are at most {NAME} printable characters "
                               f"(all: {', '.join(sorted(known))})")
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.0)
-    return CostModelError(f"unknown {kind} {name!r}; closest: {', '.join(close)} "
+    return CostModelError(f"unknown {kind} {shown(name)}; closest: {', '.join(close)} "
                           f"(all: {', '.join(sorted(known))})")
 
 
