@@ -134,6 +134,9 @@ CASES = [
     ("one size to fit", lambda d: validate(LOG.as_posix(), "--fit", "--min-bytes", "8GiB"),
      ["two or more sizes", "all-reduce"]),
     ("nothing to fit", lambda d: validate(LOG.as_posix(), "--fit", "--min-bytes", "1TiB"), ["no modelled collective"]),
+    ("one rank to fit", lambda d: validate(write(d, "l.out", "\n".join(
+        line for line in LOG.read_text().splitlines() if "#  Rank" not in line or "Rank  0 " in line)), "--fit"),
+     ["over 2 or more ranks"]),
     ("two rows of one size", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
         RESULTS["runs"][0], rows=[{"bytes": 2**21, "time_s": 1e-4}, {"bytes": 2**21, "time_s": 2e-4}])]))),
         "--fit"), ["two or more sizes"]),

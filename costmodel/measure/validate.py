@@ -113,12 +113,12 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
     """Latency and effective bandwidth per (collective, algorithm, ranks), fitted on sizes >= min_bytes."""
     groups: dict[tuple, list[tuple[float, float]]] = {}
     for collective, algorithm, env, row in measured_rows(documents, placement):
-        if row["bytes"] >= min_bytes and collective in PASSES:
+        if row["bytes"] >= min_bytes and collective in PASSES and env["world_size"] > 1:  # one rank moves no data
             key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
             groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
     if not groups:
-        raise CostModelError(f"--fit: no modelled collective has rows of {min_bytes:,} bytes or more "
-                             "(lower --min-bytes?)")
+        raise CostModelError(f"--fit: no modelled collective over 2 or more ranks has rows of {min_bytes:,} bytes "
+                             "or more (lower --min-bytes?)")
     fits = []
     for (collective, algorithm, nodes, per_node), points in groups.items():
         ranks = nodes * per_node
