@@ -224,7 +224,7 @@ CASES = [
     ("missing file", lambda d: memory(str(d / "nope.json")), ["cannot read", "No such file"]),
     ("a directory", lambda d: memory(str(d) + "/"), ["is a directory"]),
     ("dir named .json", lambda d: (d / "dir.json").mkdir() or memory(str(d / "dir.json")), ["is a directory"]),
-    ("too big", lambda d: validate(_sparse(d / "big.out", 50 * 2**20)), ["52,428,800 bytes", "at most 16,777,216"]),
+    ("too big", lambda d: validate(_sparse(d / "big.out", 50 * 2**20)), ["52,428,800 bytes", "at most 4,194,304"]),
     ("too big spec", lambda d: memory(_sparse(d / "big.json", 5 * 2**20)), ["at most"]),
     ("device file", lambda d: memory("/dev/zero"), ["not a regular file"]),
 ]

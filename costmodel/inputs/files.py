@@ -22,8 +22,9 @@ except ModuleNotFoundError:  # Python 3.10
 
 #: largest spec or results file (real ones are kilobytes)
 SPEC_LIMIT = 4 * 2**20
-#: largest log (an nccl-tests sweep is ~10 kB; a concatenation of thousands still fits)
-LOG_LIMIT = 16 * 2**20
+#: largest log or table: an nccl-tests sweep is ~10 kB, so this holds hundreds of sweeps, and the
+#: longest log cost4d accepts is read, checked and priced in about a second
+LOG_LIMIT = 4 * 2**20
 #: longest path accepted (Linux's PATH_MAX)
 PATH_LIMIT = 4096
 

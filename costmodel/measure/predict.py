@@ -18,9 +18,21 @@ class Prediction:
     calibrated: bool
 
 
-def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, nodes: int,
-            gpus_per_node: int) -> Prediction:
-    """Time of one collective of ``buffer_bytes`` over nodes x gpus_per_node devices."""
+@dataclass(frozen=True)
+class Predictor:
+    """One collective on one group, priced once: ``at(S)`` is the time of a buffer of S bytes."""
+
+    cost: network.LinkCost
+    level: str
+    algorithm: str
+    calibrated: bool
+
+    def at(self, buffer_bytes: float) -> Prediction:
+        return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)
+
+
+def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per_node: int) -> Predictor:
+    """The time model for ``collective`` over nodes x gpus_per_node devices, or one line saying why not."""
     if collective not in PASSES:
         raise CostModelError(f"no time model for {collective} yet (modelled: {', '.join(PASSES)})")
     formula = network.formula_for(collective, algorithm)
@@ -33,11 +45,16 @@ def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, n
             raise CostModelError(f"{hardware.name}'s {fast.name} level has no NVLS (in-switch reduction)")
     elif len(hardware.network) < 2:
         raise CostModelError(f"{hardware.name} has no scale-out level for {nodes} nodes")
-    ranks = nodes * gpus_per_node
-    where_ = network.Placement("measured", ranks, gpus_per_node, nodes)
-    seconds = network.collective_seconds(hardware, op=collective, buffer_bytes=buffer_bytes, where_=where_,
-                                         algorithm=algorithm)
+    where_ = network.Placement("measured", nodes * gpus_per_node, gpus_per_node, nodes)
+    cost = network.link_cost(hardware, collective, where_, algorithm)
     calibrated = network.calibration_used(hardware, collective, where_, algorithm) != "datasheet"
     if nodes == 1:
-        return Prediction(seconds, fast.name, formula, calibrated)
-    return Prediction(seconds, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated)
+        return Predictor(cost, fast.name, formula, calibrated)
+    return Predictor(cost, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated)
+
+
+def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, nodes: int,
+            gpus_per_node: int) -> Prediction:
+    """Time of one collective of ``buffer_bytes`` over nodes x gpus_per_node devices."""
+    return predictor(hardware, collective=collective, algorithm=algorithm, nodes=nodes,
+                     gpus_per_node=gpus_per_node).at(buffer_bytes)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
 from costmodel.cost.network import formula_for, one_level_seconds
-from costmodel.measure.predict import PASSES, predict
+from costmodel.measure.predict import PASSES, predictor
 from costmodel.measure.results import bus_factor
 
 MIB = 2**20
@@ -47,10 +47,13 @@ def measured_rows(documents: list[dict], placement: str = "out-of-place"):
 
 
 def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
-    rows = []
+    rows, priced = [], {}
     for collective, algorithm, env, row in measured_rows(documents, placement):
-        p = predict(hardware, collective=collective, algorithm=algorithm, buffer_bytes=row["bytes"],
-                    nodes=env["nodes"], gpus_per_node=env["gpus_per_node"])
+        key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
+        if key not in priced:  # one time model per group, not per row: a long log stays fast
+            priced[key] = predictor(hardware, collective=collective, algorithm=algorithm, nodes=env["nodes"],
+                                    gpus_per_node=env["gpus_per_node"])
+        p = priced[key].at(row["bytes"])
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
                         p.seconds, p.level))
     return rows

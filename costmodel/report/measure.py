@@ -8,6 +8,10 @@ from costmodel.report.common import console, emit_json, table
 from costmodel.units import UnitSystem, format_bytes
 
 
+#: rows the text table shows (a long log's every row is in --json)
+TABLE_ROWS = 200
+
+
 def _rows_json(rows) -> list[dict]:
     return [{"collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes, "nodes": r.nodes,
              "gpus_per_node": r.gpus_per_node, "level": r.level, "measured_s": r.measured_s,
@@ -33,11 +37,13 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     c = console()
     t = table(f"Predicted vs measured on {spec.name}" + (" (after --fit)" if after is not None else ""),
               "collective", "algorithm", ">size", ">measured", ">predicted", ">error")
-    for r in rows:
-        if r.bytes >= min_bytes:
-            t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), f"{r.measured_s * 1e6:,.1f} us",
-                      f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
+    shown = [r for r in rows if r.bytes >= min_bytes]
+    for r in shown[:TABLE_ROWS]:
+        t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), f"{r.measured_s * 1e6:,.1f} us",
+                  f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
     c.print(t)
+    if len(shown) > TABLE_ROWS:
+        c.print(f"({len(shown) - TABLE_ROWS:,} more rows not shown; --json lists every row; the medians use all)")
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
         t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS)",
