@@ -29,8 +29,9 @@ def rate(bound: tuple[float, float]):
     return Annotated[float, Field(ge=bound[0], le=bound[1])]
 
 
-#: a name printed in tables, file names and LaTeX: printable, one line, bounded
-Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.NAME, pattern=r"^[^\x00-\x1f\x7f]+$")]
+#: a name printed in tables, file names and LaTeX: printable (no control or bidi characters), one line, bounded
+Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.NAME,
+                                        pattern=r"^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+$")]
 #: free text (descriptions, sources): one line or several, no control characters but newlines and tabs
 Text = Annotated[str, StringConstraints(max_length=20_000, pattern=r"^[^\x00-\x08\x0b-\x1f\x7f]*$")]
 #: seconds, non-negative and bounded
