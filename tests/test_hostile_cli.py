@@ -52,6 +52,8 @@ REFUSED = [
     ([*XXL, "--hsdp-group", "3", "--dp", "4"], ["--hsdp-group 3 does not divide"]),
     ([*XXL, "--units", "furlongs"], ["'furlongs' is not one of"]),
     (["flops", "--model", "xxl", "--seq", "nan"], ["--seq"]),
+    (["flops", "--model", "llama3-8b", "--seq", BIG], ["'--seq'", "characters)"]),
+    (["flops", "--model", "llama3-8b", "--seq", "0"], ["'--seq'", "0 is out of range"]),
     # sizes: units, range
     (["solve", "fsdp", "--model", "xxl", "--limit", "95"], ["--limit '95'", "give a unit", "95GB"]),
     (["solve", "fsdp", "--model", "xxl", "--limit", "1B"], ["--limit '1B'", "out of range", "1e+06 B"]),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_layout
-from costmodel.errors import CostModelError
+from costmodel.inputs import bounds
+from costmodel.inputs.numbers import whole
 from costmodel.units import UnitSystem
 
 
@@ -43,7 +44,9 @@ def memory(
 @with_layout("tokens", "tp", "pp", "cp", "recompute", tokens=1)
 def flops(
     model: o.ModelOpt,
-    seq: int = typer.Option(None, help="Sequence length for the attention term (default: the model's)."),
+    seq: Annotated[Optional[int], typer.Option(
+        parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+        help="Sequence length for the attention term (default: the model's).")] = None,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
     *,
@@ -59,8 +62,6 @@ def flops(
     from costmodel.specs.load import load_model, load_recipe
 
     spec = load_model(model)
-    if seq is not None and seq <= 0:
-        raise CostModelError(f"--seq {seq}: must be positive")
     rec = load_recipe("cs336")  # FLOPs do not depend on the precision recipe
     cost = evaluate_layout(spec, rec, layout, seq_len=seq)
     report(cost, layout, as_json=as_json, formula=_formula(spec, rec, layout, seq_len=seq) if symbolic else None)

@@ -10,7 +10,6 @@ import difflib
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.files import shown
 from costmodel.inputs.bounds import NAME
 from costmodel.inputs.files import read_document, shown
 from costmodel.specs.hf import from_hf_config, is_hf_config
