@@ -158,7 +158,7 @@ CASES = [
     ("world size mismatch", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, environment={
         "world_size": 7, "nodes": 1, "gpus_per_node": 8})))), ["world_size 7"]),
     ("unknown collective", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
-        RESULTS["runs"][0], collective="gather")])))), ["unknown collective 'gather'"]),
+        RESULTS["runs"][0], collective="gossip")])))), ["unknown collective 'gossip'"]),
     ("unknown algorithm", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
         RESULTS["runs"][0], algorithm="magic")])))), ["unknown algorithm 'magic'"]),
     ("top level a list", lambda d: validate(write(d, "r.json", "[1, 2]")), ["expected a table of fields"]),

@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 
 from costmodel.inputs.output import write_json
-from costmodel.measure.results import FORMAT, bus_factor
+from costmodel.formulas.comms import bus_factor
+from costmodel.measure.results import FORMAT
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -139,7 +140,7 @@ def main(argv=None) -> None:
             t = elapsed.item()
             algbw = buffer / t
             rows.append({"bytes": buffer, "dtype": args.dtype, "placement": "out-of-place", "time_s": t,
-                         "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * bus_factor(op, n)})
+                         "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * bus_factor(op=op, group=n)})
         document["runs"].append({"collective": op, "algorithm": "auto", "rows": rows})
         if rank == 0:
             write_json(args.out, document)

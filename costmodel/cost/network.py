@@ -23,7 +23,9 @@ from costmodel.formulas import comms
 from costmodel.mathops import above_one, maximum, minimum, where
 
 AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
-PASSES = {**comms.PASSES, "send/recv": 1}
+#: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
+#: (all-to-all, sends, broadcast, reduce, gather, scatter) cross the NICs as one flat group
+HIERARCHICAL = ("all-reduce", "all-gather", "reduce-scatter")
 #: calibrations that describe what NCCL does by default, in order of preference
 DEFAULT_ALGORITHMS = ("auto", "ring")
 
@@ -90,12 +92,12 @@ def egress_bandwidth(hardware, where_: Placement):
 
 def level_label(hardware, where_: Placement, op: str = "") -> str:
     """The level a single layout's group runs on (for tables): a ring across nodes uses both levels,
-    a send or an all-to-all across nodes the scale-out level."""
+    any other collective across nodes the scale-out level."""
     if hardware.kind == "tpu":
         return "dcn" if where_.dcn is True else "ici"
     if where_.domains <= 1:
         return hardware.network[0].name
-    if op in ("send/recv", "all-to-all"):
+    if op not in HIERARCHICAL:
         return hardware.network[-1].name
     return f"{hardware.network[0].name}+{hardware.network[-1].name}"
 
@@ -141,7 +143,10 @@ def one_level_cost(level, op: str, ranks, formula: str, cal, scale=1) -> LinkCos
     bandwidth = cal[1] if cal else level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
     if op == "send/recv":
         return LinkCost(cal[0] if cal else level.latency_s or 0.0, ct.p2p_seconds_per_byte(bandwidth=bandwidth))
-    passes = PASSES[op]
+    if op in comms.WHOLE:  # broadcast, reduce: a pipelined chain through n - 1 hops, S once per link
+        latency = cal[0] if cal else (level.latency_s or 0.0) + (ranks - 1) * (level.hop_latency_s or 0.0)
+        return LinkCost(latency, ct.p2p_seconds_per_byte(bandwidth=bandwidth))
+    passes = comms.PASSES[op]
     if formula == "nvls":
         latency = cal[0] if cal else level.nvls_latency_s or 0.0
         return LinkCost(latency, ct.nvls_seconds_per_byte(ranks=ranks, bandwidth=bandwidth))
@@ -156,8 +161,8 @@ def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, sc
 
 def formula_for(op: str, algorithm: str) -> str:
     """The formula an algorithm name selects: nvls (all-reduce only) or ring (ring, tree, auto)."""
-    if op not in PASSES:
-        raise CostModelError(f"no time model for {op} yet (modelled: {', '.join(PASSES)})")
+    if op not in comms.MODELLED:
+        raise CostModelError(f"no time model for {op} yet (modelled: {', '.join(comms.MODELLED)})")
     if algorithm in ("nvls", "nvlstree"):
         if op != "all-reduce":
             raise CostModelError(f"NVLS is modelled for all-reduce only, not {op}")
@@ -197,10 +202,10 @@ def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, al
 def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> LinkCost:
     """A group spanning domains: a calibration fitted across them (flat), else two levels:
     all-reduce = reduce-scatter in the domain + all-reduce of S/g across + all-gather in the domain;
-    all-gather, reduce-scatter = across (S/g) + inside; all-to-all and send/recv cross the NICs."""
+    all-gather, reduce-scatter = across (S/g) + inside; the rest cross the NICs as one group."""
     fast, slow = hardware.network[0], hardware.network[-1]
     cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
-    if cal or op in ("send/recv", "all-to-all"):
+    if cal or op not in HIERARCHICAL:
         return one_level_cost(slow, op, where_.ranks, "ring", cal)
     g, nodes = where_.per_domain, where_.domains
     shape = dict(gpus_per_node=g, nodes=nodes, intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),

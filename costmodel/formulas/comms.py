@@ -21,8 +21,24 @@ def nvls_factor(*, group):
     return (group + 1) / group
 
 
-#: ring passes per collective: an all-reduce is a reduce-scatter and an all-gather
-PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1}
+#: ring passes per collective: an all-reduce is a reduce-scatter and an all-gather; a gather or
+#: scatter passes (n - 1)/n of the buffer through the root's link once
+PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1, "gather": 1, "scatter": 1}
+#: collectives in which a link carries the whole buffer once: a pipelined chain (broadcast, reduce)
+#: or one send
+WHOLE = ("broadcast", "reduce", "send/recv")
+#: every collective with a time model
+MODELLED = tuple(PASSES) + WHOLE
+
+
+def bus_factor(*, op: str, group):
+    """nccl-tests' busbw / algbw: passes x (n - 1)/n for ring collectives, 1 for broadcast, reduce and
+    send/recv: the rate each link must sustain for the collective to take S / algbw.
+
+    Source: nccl-tests doc/PERFORMANCE.md ('Bus bandwidth' section, per collective) and its
+    src/*.cu GetBw functions (gather and scatter: (n - 1)/n).
+    """
+    return PASSES[op] * ring_factor(group=group) if op in PASSES else 1
 
 
 def allgather_bytes_sent(*, buffer_bytes, group):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from costmodel.cost import network
 from costmodel.errors import CostModelError
-from costmodel.formulas.comms import PASSES
+from costmodel.formulas.comms import MODELLED
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class Predictor:
 
 def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per_node: int) -> Predictor:
     """The time model for ``collective`` over nodes x gpus_per_node devices, or one line saying why not."""
-    if collective not in PASSES:
-        raise CostModelError(f"no time model for {collective} yet (modelled: {', '.join(PASSES)})")
+    if collective not in MODELLED:
+        raise CostModelError(f"no time model for {collective} yet (modelled: {', '.join(MODELLED)})")
     formula = network.formula_for(collective, algorithm)
     fast = hardware.network[0]
     if nodes == 1:

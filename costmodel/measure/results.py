@@ -21,9 +21,11 @@ COLLECTIVES = {
     "all-reduce": ("all_reduce", "allreduce"),
     "all-gather": ("all_gather", "allgather"),
     "reduce-scatter": ("reduce_scatter", "reducescatter"),
-    "all-to-all": ("alltoall", "all_to_all"),
+    "all-to-all": ("alltoall", "all_to_all", "alltoallv"),
     "broadcast": ("broadcast",),
     "reduce": ("reduce",),
+    "gather": ("gather",),
+    "scatter": ("scatter",),
     "send/recv": ("sendrecv", "send_recv", "hypercube"),
 }
 
@@ -35,15 +37,6 @@ def canonical_collective(name: str) -> str:
         if key == canonical.replace("-", "_").replace("/", "_") or key in aliases:
             return canonical
     raise CostModelError(f"unknown collective {shown(name)}; known: {', '.join(COLLECTIVES)}")
-
-
-def bus_factor(collective: str, ranks: int) -> float:
-    """nccl-tests' busbw / algbw factor: passes x (n - 1)/n (1 for send/recv)."""
-    from costmodel.formulas.comms import PASSES, ring_factor
-
-    if collective in PASSES:
-        return PASSES[collective] * ring_factor(group=ranks)
-    return 1.0
 
 
 #: NCCL algorithm names (NCCL_ALGO), and 'auto' for NCCL's own choice

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
 from costmodel.cost.network import formula_for, one_level_seconds
-from costmodel.measure.predict import PASSES, predictor
-from costmodel.measure.results import bus_factor
+from costmodel.formulas.comms import MODELLED
+from costmodel.measure.predict import predictor
+from costmodel.formulas.comms import bus_factor
 
 MIB = 2**20
 
@@ -116,7 +117,7 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
     """Latency and effective bandwidth per (collective, algorithm, ranks), fitted on sizes >= min_bytes."""
     groups: dict[tuple, list[tuple[float, float]]] = {}
     for collective, algorithm, env, row in measured_rows(documents, placement):
-        if row["bytes"] >= min_bytes and collective in PASSES and env["world_size"] > 1:  # one rank moves no data
+        if row["bytes"] >= min_bytes and collective in MODELLED and env["world_size"] > 1:  # one rank moves no data
             key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
             groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
     if not groups:
@@ -131,7 +132,7 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
                                  f"need two or more sizes >= --min-bytes, found {len(sizes)} "
                                  "(lower --min-bytes, or measure more sizes)")
         formula = formula_for(collective, algorithm)
-        coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(collective, ranks)
+        coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(op=collective, group=ranks)
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)
         level = hardware.network[0] if nodes == 1 else hardware.network[-1]
         fitted = (latency, bandwidth)
