@@ -121,8 +121,8 @@ def test_import_then_validate_reads_the_results_json(tmp_path):
                                             "# Collective test starting: all_reduce_perf\n"
                                             "#  Rank  0 Group  0 Pid 1 on h device  0 [0000:29:00] NVIDIA H100\n"),
      "no data rows"),
-    (lambda d: (d / "weird_perf.out").write_text(LOGS[2].read_text().replace("all_reduce_perf", "gather_perf")),
-     "unknown collective 'gather_perf'"),
+    (lambda d: (d / "weird_perf.out").write_text(LOGS[2].read_text().replace("all_reduce_perf", "gossip_perf")),
+     "unknown collective 'gossip_perf'"),
 ])
 def test_bad_measurement_files(tmp_path, setup, needle):
     setup(tmp_path)
