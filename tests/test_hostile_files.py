@@ -206,7 +206,7 @@ CASES = [
         "#  Rank  1 Group  0 Pid 1595114 on gpu-dp-2jvzl-pqq7p device  1", "#"))), ["lists ranks 0, 2"]),
     ("rows before a test", lambda d: validate(write(d, "l.out", "\n".join(
         line for line in LOG.read_text().splitlines() if "Collective test starting" not in line))),
-     ["before any 'Collective test starting'"]),
+     ["no 'Collective test starting' line before the data", "give --op"]),
     ("bad algorithm", lambda d: ["import", "nccl-tests", str(LOG), "--algorithm", "warp-drive"],
      ["unknown algorithm 'warp-drive'"]),
     ("huge size", lambda d: validate(write(d, "l.out", log_with("\n     1048576 ", "\n 99999999999999999999 "))),

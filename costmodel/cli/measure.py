@@ -10,24 +10,58 @@ import typer
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
+from costmodel.inputs.bounds import DEVICES
 from costmodel.inputs.numbers import real, whole
 
 import_app = typer.Typer(help="Read other tools' benchmark output into cost4d's results format.",
                          no_args_is_help=True)
 
 
-def load_measurements(paths: list[Path], algorithm: Optional[str] = None) -> list[dict]:
+_LOGS = "nccl-tests logs that do not say"
+#: what a log may leave out, given on the command line (import nccl-tests, validate)
+LOG_HINTS = {
+    "op": (Annotated[Optional[str], typer.Option(
+        help="The collective, for a log with no 'Collective test starting' line whose file name names none "
+        "(all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, gather, scatter, send/recv).",
+        rich_help_panel=_LOGS)], None),
+    "algorithm": (Annotated[Optional[str], typer.Option(
+        help="NCCL_ALGO the logs ran with (ring, tree, nvls, ...); default: from the file name, else 'auto' "
+        "(NCCL's own choice).", rich_help_panel=_LOGS)], None),
+    "nodes": (Annotated[Optional[int], typer.Option(
+        parser=whole(1, DEVICES), metavar="N", help="Nodes, for a log with no '#  Rank' lines.",
+        rich_help_panel=_LOGS)], None),
+    "gpus_per_node": (Annotated[Optional[int], typer.Option(
+        parser=whole(1, DEVICES), metavar="N", help="GPUs per node, for a log with no '#  Rank' lines.",
+        rich_help_panel=_LOGS)], None),
+}
+
+
+def with_log_hints(command):
+    """Add LOG_HINTS to a command, which then receives ``hints=`` (a nccl_tests.Hints)."""
+    from costmodel.cli.layout import extend
+
+    def build(own, **values):
+        from costmodel.measure.nccl_tests import Hints
+
+        return Hints(**values)
+
+    return extend(command, LOG_HINTS, "hints", build)
+
+
+def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     """Results JSON files and nccl-tests logs (told apart by their first character), each as a
-    results document."""
+    results document; ``hints`` fill in what logs leave out."""
     from costmodel.inputs.files import LOG_LIMIT, read_text
-    from costmodel.measure.nccl_tests import parse_log
+    from costmodel.measure.nccl_tests import Hints, parse_log
     from costmodel.measure.results import read_results
 
     docs = []
     for path in paths:
         text = read_text(path, "measurement file", LOG_LIMIT)
-        is_json = text.lstrip()[:1] in ("{", "[")
-        docs.append(read_results(path, text) if is_json else parse_log(path, algorithm, text))
+        head = text.lstrip()[:40]
+        is_json = head[:1] == "{" or (head[:1] == "[" and "]<std" not in head)  # not Open MPI's '[1,0]<stdout>:'
+
+        docs.append(read_results(path, text) if is_json else parse_log(path, hints or Hints(), text))
     return docs
 
 
@@ -46,19 +80,21 @@ def _out(out: Optional[Path]) -> Optional[Path]:
 
 
 @import_app.command("nccl-tests")
+@with_log_hints
 def import_nccl_tests(
     logs: Annotated[list[Path], typer.Argument(help="nccl-tests output files (all_reduce_perf, ...).")],
-    algorithm: Annotated[Optional[str], typer.Option(
-        help="Algorithm the logs ran with (ring, tree, nvls); default: from the file name, else 'auto'.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Write the JSON here (atomically) instead of stdout.")] = None,
+    *,
+    hints,
 ) -> None:
-    """Parse nccl-tests logs (single or multi-node, any collective) into one results JSON."""
+    """Parse nccl-tests logs (single or multi-node, any collective, one run per test in the file) into
+    one results JSON. Lines may carry srun's '0: ' or Open MPI's '[1,0]<stdout>:' labels."""
     from costmodel.inputs.output import write_json
     from costmodel.measure.nccl_tests import merge
     from costmodel.report import emit_json
 
     out = _out(out)
-    document = merge(load_measurements(logs, algorithm))
+    document = merge(load_measurements(logs, hints))
     if out:
         write_json(out, document)
         typer.echo(f"wrote {out}: {len(document['runs'])} runs, "
@@ -76,6 +112,8 @@ def validate(
     min_bytes: Annotated[str, typer.Option(
         help="Smallest size in the medians and the fit (below, latency dominates).")] = "1MiB",
     as_json: o.JsonOpt = False,
+    *,
+    hints,
 ) -> None:
     """Predicted vs measured time per collective and size; median |error| over sizes >= --min-bytes.
 
@@ -96,7 +134,7 @@ def validate(
     out = _out(out)
     floor = _size(min_bytes, "--min-bytes")
     spec = load_hardware(hardware)
-    docs = load_measurements(results)
+    docs = load_measurements(results, hints)
     before = v.compare(docs, spec, placement)
     fits, after = [], None
     if fit:
@@ -214,5 +252,5 @@ def bench_gpu(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(import_app, name="import")
-    app.command("validate")(validate)
+    app.command("validate")(with_log_hints(validate))
     app.add_typer(bench_app, name="bench")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -27,7 +28,11 @@ def _nccl_version(code: str) -> str:
     return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
 
 
-_SRUN = re.compile(r"^\s*\d+:\s")  # srun --label's task prefix, '0: '
+#: task labels launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:')
+_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?)")
+#: collective names as file names spell them, longest first (reduce_scatter before reduce)
+_OPS_IN_NAMES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "reducescatter",
+                 "alltoall", "all_to_all", "sendrecv", "broadcast", "gather", "scatter", "reduce")
 _MAX_BYTES = 2**50
 
 
@@ -86,36 +91,64 @@ def _spans(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
-def parse_log(path: Path, algorithm: str | None = None, text: str | None = None) -> dict:
+@dataclass(frozen=True)
+class Hints:
+    """What a log may not say, given by the user: the op (``--op``), the algorithm it ran with
+    (``--algorithm``), and the world (``--nodes``, ``--gpus-per-node``) when it lists no ranks."""
+
+    op: str | None = None
+    algorithm: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+
+    def environment(self, path) -> dict | None:
+        if self.nodes is None and self.gpus_per_node is None:
+            return None
+        if self.nodes is None or self.gpus_per_node is None:
+            raise CostModelError(f"{path}: give both --nodes and --gpus-per-node")
+        world = self.nodes * self.gpus_per_node
+        return {"world_size": world, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "hosts": [],
+                "devices": [], "backend": "nccl"}
+
+
+def infer_op(path: Path) -> str | None:
+    """The collective a file name names (all_reduce_perf.out, dgxc-allreduce.out), else None."""
+    stem = Path(path).stem.lower().replace("-", "_")
+    for name in _OPS_IN_NAMES:
+        if re.search(rf"(^|[_.]){name}($|[_.])", stem):
+            return canonical_collective(name)
+    return None
+
+
+def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> dict:
     """One nccl-tests log (``text`` if already read) as a cost4d results document: one run per
-    'Collective test starting' block."""
+    'Collective test starting' block; a log that starts at its header (no such line) is one block
+    whose op comes from ``--op`` or the file name."""
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
-    algorithm = canonical_algorithm(algorithm) if algorithm is not None else infer_algorithm(Path(path))
+    algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
+    op = canonical_collective(hints.op) if hints.op is not None else None
     version = nccl = None
     sections: list[_Section] = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        line = _SRUN.sub("", line, count=1)
+        line = _LABEL.sub("", line, count=1)
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), _nccl_version(m.group(3))
         elif (m := _TEST.search(line)):
-            sections.append(_Section(canonical_collective(m.group(1)), lineno))
+            sections.append(_Section(_agreed(canonical_collective(m.group(1)), op, path, lineno), lineno))
         elif (m := _RANK.search(line)):
-            _open(sections, path, lineno, "a '#  Rank' line").add_rank(
-                int(m.group(1)), m.group(2), m.group(4).strip(), path, lineno)
+            _open(sections, path, lineno, op).add_rank(int(m.group(1)), m.group(2), m.group(4).strip(), path, lineno)
         elif line.strip() and not line.lstrip().startswith("#"):
-            _open(sections, path, lineno, "a data row").rows += _data_row(line, path, lineno)
+            _open(sections, path, lineno, op).rows += _data_row(line, path, lineno)
     if not sections:
-        raise CostModelError(f"{path}: no 'Collective test starting' line: is this nccl-tests output?")
+        raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
+    given = hints.environment(path)
     runs, environment = [], None
     for section in sections:
-        if not section.ranks and environment is None:
-            raise CostModelError(f"{path}: no '#  Rank' lines in the {section.collective} test (line "
-                                 f"{section.lineno}) to tell the world size")
         if not section.rows:
             raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has no data rows")
-        env = section.environment(path) if section.ranks else environment
+        env = _world(section, given, environment, path)
         environment = environment or env
         runs.append({"collective": section.collective, "algorithm": algorithm, "rows": section.rows,
                      "environment": env})
@@ -127,10 +160,35 @@ def parse_log(path: Path, algorithm: str | None = None, text: str | None = None)
     }
 
 
-def _open(sections: list[_Section], path, lineno: int, what: str) -> _Section:
+def _agreed(logged: str, given: str | None, path, lineno: int) -> str:
+    if given is not None and given != logged:
+        raise CostModelError(f"{path}:{lineno}: the log runs {logged}, but --op says {given}")
+    return logged
+
+
+def _world(section: "_Section", given: dict | None, previous: dict | None, path) -> dict:
+    """A block's world: its rank lines, else --nodes/--gpus-per-node, else the block before's."""
+    if section.ranks:
+        listed = section.environment(path)
+        if given and (given["nodes"], given["gpus_per_node"]) != (listed["nodes"], listed["gpus_per_node"]):
+            raise CostModelError(f"{path}: the log lists {listed['nodes']} x {listed['gpus_per_node']} ranks, but "
+                                 f"--nodes/--gpus-per-node say {given['nodes']} x {given['gpus_per_node']}")
+        return listed
+    if given or previous:
+        return given or previous
+    raise CostModelError(f"{path}: no '#  Rank' lines in the {section.collective} test (line {section.lineno}) "
+                         "to tell the world size: give --nodes and --gpus-per-node")
+
+
+def _open(sections: list[_Section], path, lineno: int, op: str | None) -> _Section:
+    """The block a rank line or data row belongs to; before any 'Collective test starting' line, a
+    block of its own whose op is --op or the file name's."""
     if not sections:
-        raise CostModelError(f"{path}:{lineno}: {what} before any 'Collective test starting' line: "
-                             "is this nccl-tests output?")
+        op = op or infer_op(Path(path))
+        if op is None:
+            raise CostModelError(f"{path}:{lineno}: no 'Collective test starting' line before the data, and the "
+                                 "file name names no collective: give --op (e.g. --op all-reduce)")
+        sections.append(_Section(op, lineno))
     return sections[-1]
 
 

@@ -1,0 +1,111 @@
+"""nccl-tests logs as they really come: several tests in one file, launcher labels, no header, no
+rank list. Built from the shipped log and the third-party files in ../shared/data/nccl-tests/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hostile import assert_refused, run
+
+ROOT = Path(__file__).parent.parent
+MEASURED = ROOT / "hardware" / "measured" / "h100-8gpu-together-nccl-tests"
+SHARED = ROOT.parent / "shared" / "data" / "nccl-tests"
+OTHER = SHARED / "other-formats"
+
+
+def imported(*args) -> dict:
+    outcome = run(["import", "nccl-tests", *map(str, args)])
+    assert outcome.code == 0, str(outcome)
+    return json.loads(outcome.stdout)
+
+
+def _retitled(text: str, op: str) -> str:
+    """The all-reduce log relabelled as another nccl-tests binary (rows unchanged)."""
+    return text.replace("all_reduce_perf", f"{op}_perf")
+
+
+def test_a_five_section_log_keeps_each_sections_op(tmp_path):
+    base = (MEASURED / "all_reduce_ring.out").read_text()
+    ops = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"]
+    path = tmp_path / "sweep.out"
+    path.write_text("".join(_retitled(base, op) for op in ops))
+    runs = imported(path)["runs"]
+    assert [r["collective"] for r in runs] == ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send/recv"]
+    assert len({len(r["rows"]) for r in runs}) == 1
+    assert all(r["environment"]["world_size"] == 8 for r in runs)
+
+
+def test_open_mpi_and_srun_labels_are_stripped(tmp_path):
+    base = (MEASURED / "all_reduce_ring.out").read_text().splitlines()
+    plain = imported(MEASURED / "all_reduce_ring.out")["runs"]
+    for label in ("0: ", "[1,0]<stdout>:", "[1,3]<stderr>: "):
+        path = tmp_path / "all_reduce_ring.out"
+        path.write_text("".join(f"{label}{line}\n" for line in base))
+        assert imported(path)["runs"] == plain
+
+
+@pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout")
+@pytest.mark.parametrize("name, extra, world", [
+    ("dgxc-h100x8-allreduce.out", [], (1, 8)),
+    ("aws-p5-2node-allreduce.out", ["--nodes", "2", "--gpus-per-node", "8"], (2, 8)),
+    ("aws-p4de-2node-allreduce.out", ["--nodes", "2", "--gpus-per-node", "8"], (2, 8)),
+])
+def test_every_shared_log_reads(name, extra, world):
+    runs = imported(OTHER / name, *extra)["runs"]
+    assert [r["collective"] for r in runs] == ["all-reduce"]
+    assert (runs[0]["environment"]["nodes"], runs[0]["environment"]["gpus_per_node"]) == world
+    sizes = [row["bytes"] for row in runs[0]["rows"] if row["placement"] == "out-of-place"]
+    assert sizes[0] == 8 and sizes == sorted(sizes)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is beside the checkout")
+def test_shared_h100_logs_read_and_validate():
+    logs = sorted((SHARED / "h100-8gpu-together").glob("*.out"))
+    outcome = run(["validate", *map(str, logs), "--hardware", "h100-sxm", "--json"])
+    assert outcome.code == 0, str(outcome)
+    assert {r["collective"] for r in json.loads(outcome.stdout)["rows"]} == {"all-reduce", "all-gather",
+                                                                             "reduce-scatter"}
+
+
+@pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout")
+@pytest.mark.parametrize("args, needles", [
+    (["aws-p5-2node-allreduce.out"], ["no '# Rank' lines", "give --nodes and --gpus-per-node"]),
+    (["aws-p5-2node-allreduce.out", "--nodes", "2"], ["give both --nodes and --gpus-per-node"]),
+    (["dgxc-h100x8-allreduce.out", "--nodes", "2", "--gpus-per-node", "8"], ["lists 1 x 8 ranks", "2 x 8"]),
+    (["dgxc-h100x8-allreduce.out", "--op", "gossip"], ["unknown collective 'gossip'"]),
+])
+def test_what_a_log_leaves_out_is_asked_for(args, needles):
+    assert_refused(run(["import", "nccl-tests", str(OTHER / args[0]), *args[1:]]), *needles)
+
+
+def test_op_from_the_flag_or_the_name(tmp_path):
+    body = "\n".join(line for line in (MEASURED / "all_gather_ring.out").read_text().splitlines()
+                     if "Collective test" not in line and "nccl-tests version" not in line)
+    unnamed = tmp_path / "run7.out"
+    unnamed.write_text(body)
+    assert_refused(run(["import", "nccl-tests", str(unnamed)]), "give --op")
+    assert imported(unnamed, "--op", "all-gather")["runs"][0]["collective"] == "all-gather"
+    named = tmp_path / "h100_allgather_ring.out"
+    named.write_text(body)
+    run_ = imported(named)["runs"][0]
+    assert (run_["collective"], run_["algorithm"]) == ("all-gather", "ring")
+
+
+def test_op_flag_must_agree_with_the_log():
+    assert_refused(run(["import", "nccl-tests", str(MEASURED / "all_reduce_ring.out"), "--op", "all-gather"]),
+                   "the log runs all-reduce, but --op says all-gather")
+
+
+def test_broadcast_and_sendrecv_are_modelled(tmp_path):
+    base = (MEASURED / "all_reduce_ring.out").read_text()
+    for op, name in (("broadcast", "broadcast"), ("sendrecv", "send/recv"), ("reduce", "reduce"),
+                     ("gather", "gather"), ("scatter", "scatter"), ("alltoall", "all-to-all")):
+        path = tmp_path / f"{op}.out"
+        path.write_text(_retitled(base, op))
+        outcome = run(["validate", str(path), "--hardware", "h100-sxm", "--json"])
+        assert outcome.code == 0, str(outcome)
+        rows = json.loads(outcome.stdout)["rows"]
+        assert {r["collective"] for r in rows} == {name} and all(r["predicted_s"] > 0 for r in rows)
