@@ -211,6 +211,14 @@ CASES = [
      ["unknown algorithm 'warp-drive'"]),
     ("huge size", lambda d: validate(write(d, "l.out", log_with("\n     1048576 ", "\n 99999999999999999999 "))),
      ["size '99999999999999999999'"]),
+    # specs that extend others
+    ("extends a loop", lambda d: hardware(write(d, "a.toml", 'extends = "a.toml"\nname = "a"')), ["more than 4 deep"]),
+    ("extends a number", lambda d: hardware(write(d, "a.toml", "extends = 3")), ["extends must name a device"]),
+    ("extends nothing known", lambda d: hardware(write(d, "a.toml", 'extends = "h100-smx"')),
+     ["unknown hardware 'h100-smx'", "closest: h100-sxm"]),
+    ("replaces nothing", lambda d: hardware(write(d, "a.toml", 'extends = "h100-sxm"\n[[network]]\nname = "x"\n'
+                                                                'replaces = "ib"\nkind = "efa"')),
+     ["replaces = 'ib'", "levels: nvlink, infiniband"]),
     # specs: names and text
     ("name with newline", lambda d: ["explain", "memory", "--model", write(d, "m.json", json.dumps(
         dict(FFN, name="x\n\\end{document}"))), "--format", "latex"], ["name"]),

@@ -109,3 +109,21 @@ def test_broadcast_and_sendrecv_are_modelled(tmp_path):
         assert outcome.code == 0, str(outcome)
         rows = json.loads(outcome.stdout)["rows"]
         assert {r["collective"] for r in rows} == {name} and all(r["predicted_s"] > 0 for r in rows)
+
+
+def test_a_spec_extends_another(tmp_path):
+    """A variant names its base and what differs; the rest (tables included) comes from the base."""
+    from costmodel.specs.load import load_hardware
+
+    p5, h100 = load_hardware("aws-p5"), load_hardware("h100-sxm")
+    assert [level.name for level in p5.network] == ["nvlink", "efa"]
+    assert p5.network[0] == h100.network[0] and p5.network[1].kind == "efa"
+    assert p5.peak_flops == h100.peak_flops and p5.step_model == h100.step_model
+    mine = tmp_path / "mine.toml"
+    mine.write_text('extends = "h100-sxm"\nname = "mine"\n[hbm]\ncapacity_bytes = 85899345920\n'
+                    '[[network]]\nname = "nvlink"\nefficiency = 0.8\n')
+    spec = load_hardware(str(mine))
+    assert spec.hbm.capacity_bytes == 80 * 2**30 and spec.hbm.bandwidth_bytes_per_s == h100.hbm.bandwidth_bytes_per_s
+    assert spec.network[0].efficiency == 0.8 and spec.network[0].bandwidth_bytes_per_s == 450e9
+    outcome = run(["step", "--model", "llama3-8b", "--hardware", str(mine), "--tokens", "8192"])
+    assert outcome.code == 0, str(outcome)  # its matmul table is the base's

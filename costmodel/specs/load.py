@@ -113,17 +113,75 @@ def hardware_names() -> list[str]:
     return sorted(p.stem for p in hardware_dir().glob("*.toml"))
 
 
-def load_hardware(name: str):
-    """A shipped device by name, or a hardware spec file."""
-    from costmodel.specs.hardware import Hardware
-
+def _hardware_path(name: str, folder: Path | None = None) -> Path:
+    """A shipped device's file, or a spec file (relative to ``folder`` when one extends another)."""
     if not _is_path(name):
         if name not in hardware_names():
             raise _unknown("hardware", name, hardware_names())
-        path = hardware_dir() / f"{name}.toml"
-    else:
-        path = Path(name)
-    spec = validate(Hardware, read_file(path), str(path) if _is_path(name) else name)
+        return hardware_dir() / f"{name}.toml"
+    return (folder / name) if folder is not None and not Path(name).is_absolute() else Path(name)
+
+
+#: how many specs one may stack with ``extends`` (a loop is an error, not a hang)
+EXTENDS_DEPTH = 4
+
+
+def hardware_fields(path: Path, depth: int = 0) -> dict:
+    """A hardware file's fields; with ``extends = "NAME or FILE"`` the base's fields with this file's
+    laid over them (see :func:`overlay`)."""
+    data = read_file(path)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise CostModelError(f"{path}: extends must name a device or a spec file, found {shown(base, 40)}")
+    if depth >= EXTENDS_DEPTH:
+        raise CostModelError(f"{path}: extends goes more than {EXTENDS_DEPTH} deep (a loop?)")
+    return overlay(hardware_fields(_hardware_path(base, path.parent), depth + 1), data)
+
+
+def overlay(base: dict, over: dict) -> dict:
+    """``over`` laid over ``base``: tables merge key by key; a list of tables with names (network
+    levels) merges level by level, new names appended, and a level with ``replaces = "NAME"`` takes
+    that level's place whole; anything else is replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        old = merged.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            merged[key] = overlay(old, value)
+        elif _named_tables(old) and _named_tables(value):
+            merged[key] = _overlay_levels(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _overlay_levels(old: list[dict], new: list[dict]) -> list[dict]:
+    levels = {item["name"]: item for item in old}
+    for item in new:
+        replaced = item.get("replaces")
+        if replaced is not None:
+            if replaced not in levels:
+                raise CostModelError(f"replaces = {shown(replaced, 40)}: the base has no such level "
+                                     f"(levels: {', '.join(levels)})")
+            item = {k: v for k, v in item.items() if k != "replaces"}
+            levels = {(item["name"] if name == replaced else name): (item if name == replaced else level)
+                      for name, level in levels.items()}
+        else:
+            levels[item["name"]] = overlay(levels[item["name"]], item) if item["name"] in levels else item
+    return list(levels.values())
+
+
+def _named_tables(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+
+
+def load_hardware(name: str):
+    """A shipped device by name, or a hardware spec file (which may extend another)."""
+    from costmodel.specs.hardware import Hardware
+
+    path = _hardware_path(name)
+    spec = validate(Hardware, hardware_fields(path), str(path) if _is_path(name) else name)
     spec._folder = path.parent
     return spec
 
