@@ -83,7 +83,7 @@ P2P_LL_THRESHOLD_BYTES = 16384
 class Graph:
     """One ncclTopoGraph as the tuner reads it: the search output (search.cc ncclTopoCompute),
     min/max-reduced over ranks (init.cc:993-1004). ``Graph()`` is a search that was not run
-    (init.cc:860-880 memset the graph to 0, so nChannels = 0 and the algorithm gets no bandwidth)."""
+    (init.cc:837-880 memset the graphs to 0, so nChannels = 0 and the algorithm gets no bandwidth)."""
 
     n_channels: int = 0
     bw_intra_gbs: float = 0.0  # GB/s per channel inside a node
@@ -233,9 +233,10 @@ def bus_bandwidth_gbs(*, coll, algo, proto, topo: Topology):
     if algo == "tree" and coll == "all_reduce":
         bus = min(bus * .92, ch * PER_CH_MAX_TREE_BWS_GBS[row][col])
     if algo == "tree" and proto == "LL":
-        bus = min(bus * 1.0 / 3.9, ll_max)
+        bus = min(bus * 1.0 / 3.8, ll_max)
     if algo == "tree" and proto == "LL128":
-        bus = min(bus * (7.0 / 9.0 if n == 1 else 120.0 / 128.0), ch * PER_CH_MAX_TREE_LL128_BWS_GBS[row][col])
+        cap = ch * PER_CH_MAX_TREE_LL128_BWS_GBS[row][col]
+        bus = min(bus * (7.0 / 9.0 if n == 1 else 120.0 / 128.0), cap)
     if algo == "tree" and topo.max_tree_pattern == PATTERN_TREE:
         bus *= .85
     if algo == "pat":
@@ -296,7 +297,9 @@ def tuned_bandwidth_gbs(*, coll, algo, proto, topo: Topology):
     """comm->bandwidths[coll][algo][proto]: 0 where not modelled or disabled (tuning.cc:297, 442-443)."""
     if topo.n_ranks <= 1 or not is_modelled(coll=coll, algo=algo, proto=proto, topo=topo):
         return 0.0
-    if not (algo_enabled(algo=algo, topo=topo) and proto_enabled(coll=coll, algo=algo, proto=proto, topo=topo)):
+    if not algo_enabled(algo=algo, topo=topo):
+        return 0.0
+    if not proto_enabled(coll=coll, algo=algo, proto=proto, topo=topo):
         return 0.0
     return algorithm_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=topo)
 
@@ -371,7 +374,9 @@ def latency_us(*, coll, algo, proto, topo: Topology):
         return intra + (inter if n > 1 else 0.0)
     if algo == "nvls_tree":
         return base + intra + 2 * log2i(n) * inter
-    return 8 + log2i(n) * (inter / 3.5) + topo.n_ranks * 2.8 if coll in ("all_gather", "reduce_scatter") else base
+    if coll in ("all_gather", "reduce_scatter"):  # PAT
+        return 8 + log2i(n) * (inter / 3.5) + topo.n_ranks * 2.8
+    return base
 
 
 def tree_correction_factor(*, proto, n_bytes):
@@ -395,7 +400,7 @@ def algo_time_us(*, coll, algo, proto, n_bytes, topo: Topology, num_pipe_ops=1):
         bw *= tree_correction_factor(proto=proto, n_bytes=n_bytes)
     if (algo == "ring" and proto == "Simple" and topo.n_nodes > 1 and coll == "all_reduce"
             and n_bytes // (topo.coll_channels * topo.n_ranks) >= 64):
-        lat *= 1.9 if topo.min_comp_cap < 80 else 1.5
+        lat *= 1.9 if topo.min_comp_cap < 80 else 1.4
     lat_count = num_pipe_ops if algo == "ring" else -(-num_pipe_ops // MAX_DEV_WORK_BATCH_COLLS)
     return lat * lat_count + n_bytes / (1000 * bw)
 
@@ -415,8 +420,9 @@ def is_candidate(*, coll, algo, topo: Topology, nvls_op_ok=True, collnet_op_ok=T
         return False
     if algo == "nvls" and not collnet and topo.n_nodes > 1:
         return False
-    if algo == "nvls" and coll in ("all_gather", "reduce_scatter") and (topo.n_nodes > 1 or topo.n_ranks > 32):
-        return False  # 32 = NCCL_MAX_NVLS_ARITY, device.h:181
+    if algo == "nvls" and coll in ("all_gather", "reduce_scatter"):
+        if topo.n_nodes > 1 or topo.n_ranks > 32:  # 32 = NCCL_MAX_NVLS_ARITY, device.h:181
+            return False
     return not (algo == "pat" and coll == "reduce_scatter" and scaled_op)
 
 
@@ -484,9 +490,11 @@ H100_1NODE = Topology(
     n_nodes=1, n_ranks=8,
     # 6 rings at 60 GB/s (6 x 60 = 360 <= 370.8), doubled to 12 x 30 by ncclTopoDupChannels (search.cc:898-910)
     ring=Graph(12, 30.0, 30.0, PATH_NVL, PATH_PIX, 0.0, True, PATTERN_RING),
-    # tree forced to 12 channels; 12 x 30 = 360 fits, 12 x 40 does not (search.cc:1012, 1110-1113)
+    # tree held to the ring's 12 channels (init.cc:848-849): 12 x 30 = 360 fits, 12 x 40 does not
+    # (search.cc:1011-1012; pass 2 tries bwIntra 40 and fails, search.cc:1117-1120)
     tree=Graph(12, 30.0, 30.0, PATH_NVL, PATH_PIX, 0.0, True, PATTERN_BALANCED_TREE),
-    # 8 heads: (8 + 1) x 40 <= 370.8; pass 2 raises only bwInter, unused without NICs, to 60 (search.cc:1106-1109)
+    # 8 heads: (8 + 1) x 40 <= 370.8 (search.cc:386-409); pass 2 raises only bwInter, which no link
+    # uses without NICs, to 60 (search.cc:1112-1115)
     nvls=Graph(8, 40.0, 60.0, PATH_NVL, PATH_PIX, 0.0, False, PATTERN_NVLS),
     coll_channels=24, nvls_channels=16, nvls_support=True, max_tree_pattern=PATTERN_BALANCED_TREE,
     nvs_count=1, max_local_ranks=8,
