@@ -92,7 +92,7 @@ def test_calibrated_spec_changes_comm_and_step_and_says_so(calibrated):
     layout = ("--model", "llama3-8b", "--tp", "8", "--fsdp", "4", "--tokens", "8192")
     sheet = run_json("comm", *layout, "--hardware", "h100-sxm")
     fitted = run_json("comm", *layout, "--hardware", str(calibrated))
-    assert sheet["time_model"] == ["datasheet"]
+    assert sheet["time_model"] == ["NCCL 2.26.2 tuner (hgx-h100)"]  # the spec names its NCCL topology
     assert any(name.startswith("calibrated (all-reduce/ring on nvlink at 8 ranks") for name in fitted["time_model"])
     tp = [(a, b) for a, b in zip(sheet["collectives"], fitted["collectives"]) if a["axis"] == "tp"]
     assert tp and all(b["seconds"] != pytest.approx(a["seconds"], rel=1e-3) for a, b in tp)
@@ -135,12 +135,37 @@ def test_replicated_ends_keep_the_vocabulary_whole_on_every_tp_rank():
     assert whole["params_per_device"] - split["params_per_device"] == 2 * vocab * hidden * 3 // 4
 
 
+def _small_median(out: dict) -> float:
+    import statistics
+
+    return statistics.median(abs(r["error_pct"]) for r in out["rows"] if 8192 <= r["bytes"] < 2**20)
+
+
 def test_readme_collective_errors_on_the_shipped_logs():
-    """README: datasheet spec off by a median 21%, after --fit 4% (ring all-reduce 2.5%, all-gather 4.6%,
-    reduce-scatter 3.2%, NVLS all-reduce 6.9%), over sizes >= 1 MiB."""
+    """README's validation table, first row: NCCL's tuner on h100-sxm off by a median 4.4% over sizes >= 1 MiB
+    (ring all-reduce 2.4%, all-gather 5.6%, reduce-scatter 4.0%, NVLS all-reduce 12.6%), 3.9% after --fit,
+    62% at 8 KiB to 1 MiB."""
     out = run_json("validate", *map(str, LOGS), "--hardware", "h100-sxm", "--fit")
-    assert round(out["uncalibrated"]["median_abs_error_pct"]) == 21
-    assert round(out["median_abs_error_pct"]) == 4
-    per = {k: round(v, 1) for k, v in out["per_collective"].items()}
-    assert per == {"all-gather (ring, 1x8)": 4.6, "all-reduce (nvls, 1x8)": 6.9, "all-reduce (ring, 1x8)": 2.5,
-                   "reduce-scatter (ring, 1x8)": 3.2}
+    assert round(out["uncalibrated"]["median_abs_error_pct"], 1) == 4.4
+    assert round(out["median_abs_error_pct"], 1) == 3.9
+    per = {k: round(v, 1) for k, v in out["uncalibrated"]["per_collective"].items()}
+    assert per == {"all-gather (ring, 1x8)": 5.6, "all-reduce (nvls, 1x8)": 12.6, "all-reduce (ring, 1x8)": 2.4,
+                   "reduce-scatter (ring, 1x8)": 4.0}
+    plain = run_json("validate", *map(str, LOGS), "--hardware", "h100-sxm")
+    assert round(_small_median(plain)) == 62
+
+
+OTHER = Path(__file__).parent.parent.parent / "shared" / "data" / "nccl-tests" / "other-formats"
+
+
+@pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")
+@pytest.mark.parametrize("name, spec, extra, large, small", [
+    ("dgxc-h100x8-allreduce.out", "h100-sxm", [], 7.3, 15),
+    ("aws-p5-2node-allreduce.out", "aws-p5", ["--nodes", "2", "--gpus-per-node", "8"], 36.1, 68),
+    ("aws-p4de-2node-allreduce.out", "aws-p4de", ["--nodes", "2", "--gpus-per-node", "8"], 39.1, 99),
+])
+def test_readme_collective_errors_on_the_shared_logs(name, spec, extra, large, small):
+    """README's validation table, the rows of logs from other clusters (never fitted to)."""
+    out = run_json("validate", str(OTHER / name), "--hardware", spec, *extra)
+    assert round(out["median_abs_error_pct"], 1) == large
+    assert round(_small_median(out)) == small

@@ -175,7 +175,12 @@ def _select(condition, a: LinkCost, b: LinkCost) -> LinkCost:
 
 
 def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> LinkCost:
-    """Latency and seconds per byte of one call of ``op`` over the group ``where_`` (0 for one rank)."""
+    """Latency and seconds per byte of one call of ``op`` over the group ``where_`` (0 for one rank), or
+    NCCL's tuned time where the spec says how (cost/nccl.py)."""
+    if hardware.kind == "gpu" and _tuned(hardware, op):
+        from costmodel.cost.nccl import TunedCost
+
+        return TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm)
     formula = formula_for(op, algorithm)
     ranks = where_.ranks
     if hardware.kind == "tpu":
@@ -192,6 +197,15 @@ def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> 
         if len(hardware.network) > 1:
             cost = _select(where_.domains > 1, _across_domains(hardware, op, where_, algorithm), cost)
     return _select(above_one(ranks), cost, LinkCost(0, 0))
+
+
+def _tuned(hardware, op: str) -> bool:
+    """NCCL's tuner prices ``op`` on this GPU: the spec names its topology and holds no calibration of
+    ``op`` (a fit to measurements takes precedence)."""
+    from costmodel.cost.nccl import TUNED
+
+    return (hardware.nccl is not None and op in TUNED
+            and not any(c.collective == op for c in hardware.calibration))
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -218,7 +232,9 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
-    """Which calibration (or 'datasheet') a single layout's collective uses."""
+    """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses."""
+    if hardware.kind == "gpu" and _tuned(hardware, op):
+        return f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
     cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
     return cal[2] if cal else "datasheet"
 

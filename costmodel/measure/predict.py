@@ -14,7 +14,7 @@ from costmodel.formulas.comms import MODELLED
 class Prediction:
     seconds: float
     level: str
-    algorithm: str  # the formula used: ring, nvls, hierarchical
+    algorithm: str  # the formula used: ring, nvls, hierarchical, or NCCL's pick as algorithm/protocol
     calibrated: bool
 
 
@@ -28,6 +28,12 @@ class Predictor:
     calibrated: bool
 
     def at(self, buffer_bytes: float) -> Prediction:
+        from costmodel.cost.nccl import TunedCost, choice
+
+        if isinstance(self.cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
+            c = self.cost
+            algorithm, protocol, seconds = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm)
+            return Prediction(seconds, self.level, f"{algorithm}/{protocol}", False)
         return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)
 
 

@@ -31,6 +31,7 @@ class Row:
     measured_s: float
     predicted_s: float
     level: str
+    assumed: str = ""  # the algorithm the prediction assumed (NCCL's pick as algorithm/protocol where tuned)
 
     @property
     def error_pct(self) -> float:
@@ -56,7 +57,7 @@ def compare(documents: list[dict], hardware, placement: str = "out-of-place") ->
                                     gpus_per_node=env["gpus_per_node"])
         p = priced[key].at(row["bytes"])
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
-                        p.seconds, p.level))
+                        p.seconds, p.level, p.algorithm))
     return rows
 
 

@@ -54,8 +54,9 @@ def flops_symbolic(formula) -> dict:
             "evaluated": {k: number(formula.at(v)) for k, v in exprs.items()}}
 
 
-CONVENTION = ("time = latency + algorithm (ring; two levels across nodes) over the level's bandwidth x efficiency, "
-              "or the spec's calibration; collectives summed, no overlap")
+CONVENTION = ("time = the spec's calibration where it has one; else NCCL's tuner where the spec names its topology "
+              "(the fastest algorithm and protocol at each size); else latency + ring (two levels across nodes) over "
+              "the level's bandwidth x efficiency; collectives summed, no overlap")
 
 
 def comm(cost, layout, hardware, *, units, as_json, formula=None):

@@ -14,7 +14,7 @@ TABLE_ROWS = 200
 
 def _rows_json(rows) -> list[dict]:
     return [{"collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes, "nodes": r.nodes,
-             "gpus_per_node": r.gpus_per_node, "level": r.level, "measured_s": r.measured_s,
+             "gpus_per_node": r.gpus_per_node, "level": r.level, "assumed": r.assumed, "measured_s": r.measured_s,
              "predicted_s": r.predicted_s, "error_pct": r.error_pct} for r in rows]
 
 
@@ -36,10 +36,11 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         return
     c = console()
     t = table(f"Predicted vs measured on {spec.name}" + (" (after --fit)" if after is not None else ""),
-              "collective", "algorithm", ">size", ">measured", ">predicted", ">error")
+              "collective", "algorithm", ">size", "assumed", ">measured", ">predicted", ">error")
     shown = [r for r in rows if r.bytes >= min_bytes]
     for r in shown[:TABLE_ROWS]:
-        t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), f"{r.measured_s * 1e6:,.1f} us",
+        t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), r.assumed,
+                  f"{r.measured_s * 1e6:,.1f} us",
                   f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
     c.print(t)
     if len(shown) > TABLE_ROWS:

@@ -107,6 +107,15 @@ class StepModel(Spec):
         return value
 
 
+class Nccl(Spec):
+    """The system as NCCL sees it, for pricing collectives with NCCL's own tuner (cost/nccl.py)."""
+
+    topology: Literal["hgx-h100"] = Field(
+        description="the graphs NCCL's search builds on this system (formulas/nccl_tuner.py presets)")
+    version: Name = Field(description="the NCCL version whose tuning model is transcribed")
+    source: Text
+
+
 class Hardware(Spec):
     """One accelerator with its memory and network."""
 
@@ -118,6 +127,7 @@ class Hardware(Spec):
     network: list[NetworkLevel] = Field(min_length=1, max_length=8, description="fastest level first")
     calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
     step_model: StepModel | None = Field(None, description="what `cost4d step` needs beyond the datasheet")
+    nccl: Nccl | None = Field(None, description="price collectives as NCCL's tuner does (GPUs)")
     source: Text = ""
     #: the folder the spec was read from: the one its tables are looked up in (set by the loader)
     _folder: object = PrivateAttr(None)

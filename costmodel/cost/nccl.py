@@ -1,0 +1,166 @@
+"""A collective's time as NCCL's tuner prices it: the fastest (algorithm, protocol) for each buffer.
+
+For GPUs whose spec names an NCCL topology (``[nccl]`` in the hardware file), all-reduce,
+all-gather, reduce-scatter, broadcast and reduce cost what ``formulas/nccl_tuner.py`` (NCCL
+2.26.2's own model) says for the group: ring, tree or NVLS, with LL, LL128 or Simple, whichever it
+estimates fastest at that size, as NCCL picks by default (``auto``), or the fastest protocol of
+the one algorithm a log or layout names. Like the rest of the aggregator, one object serves three
+uses: numbers (the tuner's choice), arrays (candidates priced once per distinct group shape, the
+fastest taken per element), letters (an opaque ``t_NCCL`` that evaluates once numbers replace them).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+from costmodel.errors import CostModelError
+from costmodel.formulas import nccl_tuner as nt
+from costmodel.mathops import family
+
+#: cost4d's collective names -> NCCL's functions the tuner prices
+TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
+         "broadcast": "broadcast", "reduce": "reduce"}
+#: topologies a spec may name: (one node, several nodes) as NCCL's search builds them
+PRESETS = {"hgx-h100": (nt.H100_1NODE, nt.H100_2NODES)}
+#: algorithm names in logs and calibrations -> the tuner's
+ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat",
+                   "collnet": "collnet_direct", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
+
+
+def topology(preset: str, nodes: int, per_node: int) -> nt.Topology:
+    """The communicator NCCL builds for ``nodes`` x ``per_node`` GPUs of a preset system. The search
+    was derived for 8 GPUs per node; a group with fewer GPUs per node keeps the channels and gets
+    per_node/8 of the per-node network bandwidth (each GPU brings its own NIC) (an estimate)."""
+    one, many = PRESETS[preset]
+    if nodes == 1:
+        return replace(one, n_ranks=per_node, max_local_ranks=per_node)
+    share = min(1.0, per_node / 8)
+    scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share)
+              for name in ("ring", "tree", "nvls")}
+    return replace(many, n_nodes=nodes, n_ranks=nodes * per_node, max_local_ranks=per_node, **scaled)
+
+
+def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
+    """The topology with NCCL_ALGO set to ``algorithm`` ('auto': NCCL's own choice among all)."""
+    if algorithm == "auto":
+        return topo
+    return replace(topo, algorithms_env=frozenset({ALGORITHM_NAMES.get(algorithm, algorithm)}))
+
+
+def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int, algorithm: str = "auto"):
+    """(algorithm, protocol, seconds) NCCL's tuner picks for one buffer (one rank: free)."""
+    if nodes * per_node <= 1:
+        return "none", "none", 0.0
+    topo = restricted(topology(preset, int(nodes), int(per_node)), algorithm)
+    try:
+        return nt.choose(TUNED[op], int(buffer_bytes), topo)
+    except ValueError:
+        raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {int(nodes)} x {int(per_node)} GPUs "
+                             "(its tuner disables it there)") from None
+
+
+def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str) -> list[tuple]:
+    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0) of every (algorithm, protocol)
+    the tuner would consider: time = latency (x 1.4 past the plateau) + S / (1000 B x correction)."""
+    topo = restricted(topology(preset, nodes, per_node), algorithm)
+    coll, out = TUNED[op], []
+    for algo in nt.ALGORITHMS:
+        if not nt.is_candidate(coll=coll, algo=algo, topo=topo):
+            continue
+        for proto in nt.PROTOCOLS:
+            bandwidth = nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=topo)
+            if bandwidth > 0:
+                plateau = (algo == "ring" and proto == "Simple" and topo.n_nodes > 1 and coll == "all_reduce")
+                out.append((nt.latency_us(coll=coll, algo=algo, proto=proto, topo=topo), bandwidth,
+                            proto if algo == "tree" and coll == "all_reduce" else None,
+                            64 * topo.coll_channels * topo.n_ranks if plateau else 0))
+    return out
+
+
+@dataclass(frozen=True)
+class TunedCost:
+    """What ``network.link_cost`` returns for a tuned collective: ``seconds(S)`` for any family."""
+
+    preset: str
+    op: str
+    nodes: object
+    per_node: object
+    algorithm: str = "auto"
+
+    def seconds(self, buffer_bytes):
+        kind = family(buffer_bytes, self.nodes, self.per_node)
+        if kind == "number":
+            return choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm)[2]
+        if kind == "numpy":
+            return _array_seconds(self, buffer_bytes)
+        return nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
+
+
+def _array_seconds(cost: TunedCost, buffer_bytes):
+    """One element per layout: candidates priced once per distinct (nodes, GPUs per node), laid out as
+    K slots (unused slots infinite), the fastest slot taken once per distinct (group, size) and
+    spread back: a sweep repeats few groups and sizes."""
+    import numpy as np
+
+    size, nodes, per_node = np.broadcast_arrays(np.asarray(buffer_bytes, dtype=float), np.asarray(cost.nodes),
+                                                np.asarray(cost.per_node))
+    key = nodes.ravel().astype(np.int64) * 2**25 + per_node.ravel().astype(np.int64)  # both <= 2^24
+    keys, at = np.unique(key, return_inverse=True)
+    sizes, size_at = np.unique(np.floor(size.ravel()), return_inverse=True)  # whole bytes, as int(S) does
+    combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
+    group, s = combos // len(sizes), sizes[combos % len(sizes)]
+    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys))
+    latency, bandwidth, tree, plateau = (column[:, group] for column in table)  # K x distinct (group, size)
+    lat = np.where((plateau > 0) & (s >= plateau), latency * 1.4, latency)
+    factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
+    bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
+    inside = (bucket >= 0) & (bucket < factors.shape[1])
+    correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
+    best = np.min(lat + s / (1000 * bandwidth * correction), axis=0)[back.ravel()]
+    free = (nodes * per_node).ravel() <= 1
+    return np.where(free, 0.0, best * 1e-6).reshape(size.shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _slots(preset: str, op: str, algorithm: str, pairs: tuple) -> tuple:
+    """(latency, bandwidth, tree-protocol row, plateau bytes), each K x pairs: K candidate slots per
+    (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3 is 'no correction'."""
+    import numpy as np
+
+    found = [candidates(preset, op, int(n), int(g), algorithm) if n * g > 1 else [] for n, g in pairs]
+    k = max(1, max(len(c) for c in found))
+    latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
+    tree, plateau = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs)))
+    for j, rows in enumerate(found):
+        for i, (lat, bw, tree_proto, plat) in enumerate(rows):
+            latency[i, j], bandwidth[i, j], plateau[i, j] = lat, bw, plat
+            tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
+    return latency, bandwidth, tree.astype(int), plateau
+
+
+def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node):
+    """t_NCCL_<op>(S, N, g): an opaque function of letters that becomes the tuner's number once they are
+    numbers (substitution), or its array once they are arrays (lambdify)."""
+    return _function(preset, op, algorithm)(buffer_bytes, nodes, per_node)
+
+
+_FUNCTIONS: dict = {}
+
+
+def _function(preset: str, op: str, algorithm: str):
+    """One sympy Function class per (preset, op, algorithm), made once (sympy compares by class)."""
+    key = (preset, op, algorithm)
+    if key not in _FUNCTIONS:
+        import sympy
+
+        def evaluate(cls, size, n, g):
+            if all(arg.is_number for arg in (size, n, g)):
+                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm)[2])
+            return None
+
+        name = f"t_NCCL_{op.replace('-', '_')}" + ("" if algorithm == "auto" else f"_{algorithm}")
+        _FUNCTIONS[key] = type(name, (sympy.Function,), {
+            "eval": classmethod(evaluate),
+            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm).seconds(size))})
+    return _FUNCTIONS[key]
