@@ -13,8 +13,11 @@ TABLE_ROWS = 200
 
 
 def _rows_json(rows) -> list[dict]:
-    return [{"collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes, "nodes": r.nodes,
-             "gpus_per_node": r.gpus_per_node, "level": r.level, "assumed": r.assumed, "measured_s": r.measured_s,
+    """One row per measured size: the op, the group, what the prediction assumed, both times, the error."""
+    return [{"op": r.collective, "collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes,
+             "ranks": r.nodes * r.gpus_per_node, "nodes": r.nodes, "gpus_per_node": r.gpus_per_node,
+             "level": r.level, "assumed": r.assumed, "assumed_algorithm": r.assumed.partition("/")[0],
+             "protocol": r.assumed.partition("/")[2] or None, "measured_s": r.measured_s,
              "predicted_s": r.predicted_s, "error_pct": r.error_pct} for r in rows]
 
 
