@@ -26,7 +26,7 @@ def test_parse_all_reduce_ring():
     assert (run["collective"], run["algorithm"]) == ("all-reduce", "ring")
     assert doc["environment"] | {} == {"world_size": 8, "nodes": 1, "gpus_per_node": 8,
                                        "hosts": ["gpu-dp-2jvzl-pqq7p"], "devices": ["NVIDIA H100 80GB HBM3"],
-                                       "backend": "nccl"}
+                                       "backend": "nccl", "gpus_per_thread": 8}  # '# nThread 1 nGpus 8' 
     assert doc["source"]["nccl"] == "2.26.2"
     out_of_place = [r for r in run["rows"] if r["placement"] == "out-of-place"]
     assert len(out_of_place) == 31  # 8 B ... 8 GiB, factor 2

@@ -87,14 +87,21 @@ class TunedCost:
     nodes: object
     per_node: object
     algorithm: str = "auto"
+    launch: float = 0.0  # no collective over 2 or more ranks takes less (the spec's launch_s)
 
     def seconds(self, buffer_bytes):
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
-            return choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm)[2]
+            tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm)[2]
+            return max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
         if kind == "numpy":
             return _array_seconds(self, buffer_bytes)
-        return nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
+        tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
+        if not self.launch:
+            return tuned
+        import sympy
+
+        return sympy.Max(tuned, self.launch, evaluate=False)  # t_NCCL's class is ours: family() cannot tell
 
 
 def _array_seconds(cost: TunedCost, buffer_bytes):
@@ -119,7 +126,7 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
     best = np.min(lat + s / (1000 * bandwidth * correction), axis=0)[back.ravel()]
     free = (nodes * per_node).ravel() <= 1
-    return np.where(free, 0.0, best * 1e-6).reshape(size.shape)
+    return np.where(free, 0.0, np.maximum(best * 1e-6, cost.launch)).reshape(size.shape)
 
 
 @functools.lru_cache(maxsize=256)

@@ -180,7 +180,8 @@ def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> 
     if hardware.kind == "gpu" and _tuned(hardware, op):
         from costmodel.cost.nccl import TunedCost
 
-        return TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm)
+        return TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm,
+                         hardware.nccl.launch_s or 0.0)
     formula = formula_for(op, algorithm)
     ranks = where_.ranks
     if hardware.kind == "tpu":

@@ -39,6 +39,7 @@ class Environment(Record):
     world_size: Devices
     nodes: Devices
     gpus_per_node: Devices
+    gpus_per_thread: Devices | None = None  # nccl-tests -g: one thread launches this many GPUs' kernels
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.bounds import MEASURED
+from costmodel.inputs.bounds import DEVICES, MEASURED
 from costmodel.inputs.files import shown
 from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
 
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")
+_THREADS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")  # one thread launches nGpus GPUs' kernels
 _RANK = re.compile(r"#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*)$")
 _ALGORITHMS = ("nvlstree", "nvls", "collnet", "tree", "ring", "pat")
 
@@ -59,8 +60,9 @@ def infer_algorithm(path: Path) -> str:
 class _Section:
     """One 'Collective test starting' block: its collective, rank lines and data rows."""
 
-    def __init__(self, collective: str, lineno: int):
+    def __init__(self, collective: str, lineno: int, gpus_per_thread: int | None = None):
         self.collective, self.lineno = collective, lineno
+        self.gpus_per_thread = gpus_per_thread  # nccl-tests -g: GPUs one thread drives
         self.ranks: dict[int, tuple[str, str]] = {}
         self.rows: list[dict] = []
 
@@ -84,7 +86,7 @@ class _Section:
                                  "equal numbers of GPUs")
         return {"world_size": world, "nodes": len(per_host), "gpus_per_node": world // len(per_host),
                 "hosts": sorted(per_host), "devices": sorted({name for _, name in self.ranks.values()}),
-                "backend": "nccl"}
+                "backend": "nccl", "gpus_per_thread": self.gpus_per_thread}
 
 
 def _spans(ranks: list[int]) -> str:
@@ -129,7 +131,7 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
-    version = nccl = None
+    version = nccl = threads = None
     sections: list[_Section] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = _LABEL.sub("", line, count=1)
@@ -137,10 +139,15 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
             version, nccl = m.group(1), _nccl_version(m.group(3))
         elif (m := _TEST.search(line)):
             sections.append(_Section(_agreed(canonical_collective(m.group(1)), op, path, lineno), lineno))
+        elif (m := _THREADS.search(line)):
+            threads = min(int(m.group(2)), DEVICES)
+            if sections:
+                sections[-1].gpus_per_thread = threads
         elif (m := _RANK.search(line)):
-            _open(sections, path, lineno, op).add_rank(int(m.group(1)), m.group(2), m.group(4).strip(), path, lineno)
+            _open(sections, path, lineno, op, threads).add_rank(int(m.group(1)), m.group(2), m.group(4).strip(),
+                                                                 path, lineno)
         elif line.strip() and not line.lstrip().startswith("#"):
-            _open(sections, path, lineno, op).rows += _data_row(line, path, lineno)
+            _open(sections, path, lineno, op, threads).rows += _data_row(line, path, lineno)
     if not sections:
         raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
     given = hints.environment(path)
@@ -180,7 +187,7 @@ def _world(section: "_Section", given: dict | None, previous: dict | None, path)
                          "to tell the world size: give --nodes and --gpus-per-node")
 
 
-def _open(sections: list[_Section], path, lineno: int, op: str | None) -> _Section:
+def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: int | None) -> _Section:
     """The block a rank line or data row belongs to; before any 'Collective test starting' line, a
     block of its own whose op is --op or the file name's."""
     if not sections:
@@ -188,7 +195,7 @@ def _open(sections: list[_Section], path, lineno: int, op: str | None) -> _Secti
         if op is None:
             raise CostModelError(f"{path}:{lineno}: no 'Collective test starting' line before the data, and the "
                                  "file name names no collective: give --op (e.g. --op all-reduce)")
-        sections.append(_Section(op, lineno))
+        sections.append(_Section(op, lineno, threads))
     return sections[-1]
 
 

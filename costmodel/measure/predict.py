@@ -27,12 +27,14 @@ class Predictor:
     algorithm: str
     calibrated: bool
 
-    def at(self, buffer_bytes: float) -> Prediction:
+    def at(self, buffer_bytes: float, gpus_per_thread: int | None = None) -> Prediction:
+        """The time of one buffer; a measurement whose thread drove G GPUs takes at least G launches."""
         from costmodel.cost.nccl import TunedCost, choice
 
         if isinstance(self.cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
             c = self.cost
-            algorithm, protocol, seconds = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm)
+            algorithm, protocol, _ = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm)
+            seconds = max(c.seconds(buffer_bytes), (gpus_per_thread or 1) * c.launch)
             return Prediction(seconds, self.level, f"{algorithm}/{protocol}", False)
         return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)
 

@@ -55,7 +55,7 @@ def compare(documents: list[dict], hardware, placement: str = "out-of-place") ->
         if key not in priced:  # one time model per group, not per row: a long log stays fast
             priced[key] = predictor(hardware, collective=collective, algorithm=algorithm, nodes=env["nodes"],
                                     gpus_per_node=env["gpus_per_node"])
-        p = priced[key].at(row["bytes"])
+        p = priced[key].at(row["bytes"], env.get("gpus_per_thread"))
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
                         p.seconds, p.level, p.algorithm))
     return rows

@@ -113,6 +113,10 @@ class Nccl(Spec):
     topology: Literal["hgx-h100"] = Field(
         description="the graphs NCCL's search builds on this system (formulas/nccl_tuner.py presets)")
     version: Name = Field(description="the NCCL version whose tuning model is transcribed")
+    launch_s: Seconds | None = Field(
+        None, description="host time to launch one GPU's share of a collective: no collective takes less, and "
+        "one thread driving G GPUs (nccl-tests -g G) takes at least G of these; None = not known (0)")
+    launch_source: Text = Field("", description="where launch_s comes from")
     source: Text
 
 
