@@ -89,6 +89,18 @@ class TunedCost:
     algorithm: str = "auto"
     launch: float = 0.0  # no collective over 2 or more ranks takes less (the spec's launch_s)
 
+    def groups(self, shape: tuple):
+        """The distinct (nodes, GPUs per node) of an array group, and each element's index among them
+        (computed once per cost and shape: every buffer of one axis and op shares its group)."""
+        import numpy as np
+
+        cache = self.__dict__.setdefault("_groups", {})  # a frozen dataclass still has a __dict__
+        if shape not in cache:
+            nodes, per_node = (np.broadcast_to(np.asarray(v), shape).ravel().astype(np.int64)
+                               for v in (self.nodes, self.per_node))
+            cache[shape] = np.unique(nodes * 2**25 + per_node, return_inverse=True)  # both <= 2^24
+        return cache[shape]
+
     def seconds(self, buffer_bytes):
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
@@ -112,8 +124,7 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
 
     size, nodes, per_node = np.broadcast_arrays(np.asarray(buffer_bytes, dtype=float), np.asarray(cost.nodes),
                                                 np.asarray(cost.per_node))
-    key = nodes.ravel().astype(np.int64) * 2**25 + per_node.ravel().astype(np.int64)  # both <= 2^24
-    keys, at = np.unique(key, return_inverse=True)
+    keys, at = cost.groups(nodes.shape)
     sizes, size_at = np.unique(np.floor(size.ravel()), return_inverse=True)  # whole bytes, as int(S) does
     combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
     group, s = combos // len(sizes), sizes[combos % len(sizes)]
