@@ -161,8 +161,8 @@ OTHER = Path(__file__).parent.parent.parent / "shared" / "data" / "nccl-tests" /
 @pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")
 @pytest.mark.parametrize("name, spec, extra, large, small", [
     ("dgxc-h100x8-allreduce.out", "h100-sxm", [], 7.3, 15),
-    ("aws-p5-2node-allreduce.out", "aws-p5", ["--nodes", "2", "--gpus-per-node", "8"], 36.1, 68),
-    ("aws-p4de-2node-allreduce.out", "aws-p4de", ["--nodes", "2", "--gpus-per-node", "8"], 39.1, 99),
+    ("aws-p5-2node-allreduce.out", "aws-p5", ["--nodes", "2", "--gpus-per-node", "8"], 7.4, 66),
+    ("aws-p4de-2node-allreduce.out", "aws-p4de", ["--nodes", "2", "--gpus-per-node", "8"], 21.9, 14),
 ])
 def test_readme_collective_errors_on_the_shared_logs(name, spec, extra, large, small):
     """README's validation table, the rows of logs from other clusters (never fitted to)."""

@@ -22,7 +22,8 @@ from costmodel.mathops import family
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
          "broadcast": "broadcast", "reduce": "reduce"}
 #: topologies a spec may name: (one node, several nodes) as NCCL's search builds them
-PRESETS = {"hgx-h100": (nt.H100_1NODE, nt.H100_2NODES)}
+PRESETS = {"hgx-h100": (nt.H100_1NODE, nt.H100_2NODES), "aws-p5": (nt.H100_1NODE, nt.H100_2NODES_EFA),
+           "hgx-a100": (nt.A100_1NODE, nt.A100_2NODES_IB), "aws-p4de": (nt.A100_1NODE, nt.A100_2NODES_EFA4)}
 #: algorithm names in logs and calibrations -> the tuner's
 ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat",
                    "collnet": "collnet_direct", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}

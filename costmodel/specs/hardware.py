@@ -110,7 +110,7 @@ class StepModel(Spec):
 class Nccl(Spec):
     """The system as NCCL sees it, for pricing collectives with NCCL's own tuner (cost/nccl.py)."""
 
-    topology: Literal["hgx-h100"] = Field(
+    topology: Literal["hgx-h100", "aws-p5", "hgx-a100", "aws-p4de"] = Field(
         description="the graphs NCCL's search builds on this system (formulas/nccl_tuner.py presets)")
     version: Name = Field(description="the NCCL version whose tuning model is transcribed")
     launch_s: Seconds | None = Field(
