@@ -16,7 +16,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"cost4d {version('cost4d')}")
+        except PackageNotFoundError:
+            typer.echo("cost4d (not installed: run from a checkout)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _app(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """What 4D-parallel training costs in memory, FLOPs, communication and time, with the formulas."""
 
 
 def _register() -> None:

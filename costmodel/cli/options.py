@@ -18,10 +18,10 @@ _LAYOUT = "Parallel layout"
 _OUT = "Output"
 
 ModelOpt = Annotated[str, typer.Option(
-    "--model", "-m", help="Built-in model name (see `cost4d models`) or a spec file (.toml/.json).")]
-RecipeOpt = Annotated[str, typer.Option(
+    "--model", "-m", metavar="NAME|FILE", help="Built-in model name (see `cost4d models`) or a spec file (.toml/.json).")]
+RecipeOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
     help="Precision recipe: cs336 (default, 16 B/param), zero, megatron, scaling-book, or a file.")]
-HardwareOpt = Annotated[Optional[str], typer.Option(
+HardwareOpt = Annotated[Optional[str], typer.Option(metavar="NAME|FILE",
     help="Device name (see `cost4d hardware`) or a hardware spec file.")]
 TokensOpt = Annotated[int, typer.Option(parser=whole(0, bounds.TOKENS), metavar="TOKENS",
     help="Tokens one model replica holds at once: micro-batch x sequence.", rich_help_panel=_LAYOUT)]
@@ -58,39 +58,39 @@ SymbolicOpt = Annotated[bool, typer.Option(
 _SOLVE = "Compute-bound question (Scaling Book letters)"
 FsdpXOpt = Annotated[int, typer.Option("--fsdp", **DEGREE, help="X: devices on the FSDP (data) axis.", rich_help_panel=_SOLVE)]
 TpYOpt = Annotated[int, typer.Option("--tp", **DEGREE, help="Y: devices on the TP (model) axis.", rich_help_panel=_SOLVE)]
-OverlapOpt = Annotated[str, typer.Option(
+OverlapOpt = Annotated[str, typer.Option(metavar="sum|max",
     help="sum: the two axes' communication takes turns (Scaling Book text of early 2025); "
     "max: it overlaps (text since Aug 2025).", rich_help_panel=_SOLVE)]
 PassOpt = Annotated[str, typer.Option(
-    "--pass", help="forward: the forward pass alone (CS336 (c)); step: forward + backward (x3 FLOPs and bytes).",
+    "--pass", metavar="forward|step", help="forward: the forward pass alone (CS336 (c)); step: forward + backward (x3 FLOPs and bytes).",
     rich_help_panel=_SOLVE)]
 PeakOpt = Annotated[Optional[float], typer.Option(parser=real(*bounds.FLOPS), metavar="FLOP/S",
     help="C, peak FLOP/s per device; default the hardware's dense bf16.", rich_help_panel=_SOLVE)]
 IciOpt = Annotated[Optional[float], typer.Option(parser=real(*bounds.BANDWIDTH), metavar="B/S",
     help="W, link bandwidth per axis in B/s (ICI: bidirectional, v5p 1.8e11); default the hardware's.",
     rich_help_panel=_SOLVE)]
-FormatOpt = Annotated[str, typer.Option("--format", help="text, markdown or latex.", rich_help_panel=_OUT)]
-LimitOpt = Annotated[Optional[str], typer.Option(
+FormatOpt = Annotated[str, typer.Option("--format", metavar="text|markdown|latex", help="text, markdown or latex.", rich_help_panel=_OUT)]
+LimitOpt = Annotated[Optional[str], typer.Option(metavar="SIZE",
     help="Memory limit per device, e.g. 95GB (1e9 B) or 80GiB; default the --hardware's HBM.")]
 
 _ADV = "Transformer training: recompute, pipeline, context"
-RecomputeOpt = Annotated[str, typer.Option(
+RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K",
     help="Activation recomputation: none, selective (attention core), full (layer inputs only), "
     "or every:K (every K-th layer fully).", rich_help_panel=_ADV)]
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
-ScheduleOpt = Annotated[str, typer.Option(
+ScheduleOpt = Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
     help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
 MicroOpt = Annotated[Optional[int], typer.Option(**STEPS,
     help="Micro-batches per step (default: --pp).", rich_help_panel=_ADV)]
 ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device for --schedule interleaved.",
                                         rich_help_panel=_ADV)]
-CpKindOpt = Annotated[str, typer.Option(help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
+CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
                                         rich_help_panel=_ADV)]
 HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
     help="HSDP: shard within groups of this many devices, replicate across (sets --fsdp, --dp).",
     rich_help_panel=_ADV)]
 AccumOpt = Annotated[int, typer.Option(**STEPS, help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
-TpEndsOpt = Annotated[str, typer.Option(
+TpEndsOpt = Annotated[str, typer.Option(metavar="vocab-parallel|replicated",
     help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
     rich_help_panel=_ADV)]
