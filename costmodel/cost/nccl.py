@@ -24,9 +24,26 @@ TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter
 #: topologies a spec may name: (one node, several nodes) as NCCL's search builds them
 PRESETS = {"hgx-h100": (nt.H100_1NODE, nt.H100_2NODES), "aws-p5": (nt.H100_1NODE, nt.H100_2NODES_EFA),
            "hgx-a100": (nt.A100_1NODE, nt.A100_2NODES_IB), "aws-p4de": (nt.A100_1NODE, nt.A100_2NODES_EFA4)}
+#: per-GPU bandwidth (GB/s) NCCL's topology gives point-to-point traffic (all-to-all, sends, gather,
+#: scatter): (inside the node, out to the network), each the narrowest link of the path
+P2P_GBS = {
+    "hgx-h100": (370.8, 48.0),  # 18 NVLinks x SM90_NVLINK_BW 20.6 (topo.h:17, topo.cc:586-587); a 50 GB/s
+                                # NIC behind PCIe Gen5 x16 = 48 GB/s (topo.cc:408-411, 476)
+    "aws-p5": (370.8, 48.0),    # as hgx-h100: 4 x 12.5 GB/s EFA per GPU behind the same PCIe link (estimate)
+    "hgx-a100": (240.0, 24.0),  # 12 NVLinks x SM80_NVLINK_BW 20 (topo.h:16); HDR 25 behind PCIe Gen4 24
+    "aws-p4de": (240.0, 6.25),  # one 12.5 GB/s EFA NIC per 2 GPUs (aws-ofi-nccl p4de-24xl-topo.xml)
+}
 #: algorithm names in logs and calibrations -> the tuner's
 ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat",
                    "collnet": "collnet_direct", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
+
+
+def as_nccl_sees(preset: str, fast, slow):
+    """The node's and the network's levels with the per-GPU bandwidth NCCL's topology gives them
+    (P2P_GBS) in place of the datasheet's x efficiency: what point-to-point traffic gets."""
+    inside, out = P2P_GBS[preset]
+    return (fast.model_copy(update={"bandwidth_bytes_per_s": inside * 1e9, "efficiency": None}),
+            slow.model_copy(update={"bandwidth_bytes_per_s": out * 1e9, "efficiency": None}))
 
 
 def topology(preset: str, nodes: int, per_node: int) -> nt.Topology:

@@ -193,11 +193,22 @@ def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> 
             on_dcn = one_level_cost(dcn, op, ranks, "ring", calibration(hardware, op, dcn.name, ranks))
             cost = _select(where_.dcn, on_dcn, cost)
     else:
-        fast = hardware.network[0]
+        fast, _ = _levels(hardware)
         cost = one_level_cost(fast, op, ranks, formula, calibration(hardware, op, fast.name, ranks, algorithm))
         if len(hardware.network) > 1:
             cost = _select(where_.domains > 1, _across_domains(hardware, op, where_, algorithm), cost)
     return _select(above_one(ranks), cost, LinkCost(0, 0))
+
+
+def _levels(hardware):
+    """(fastest, slowest) GPU level: as NCCL's topology sees them where the spec names it (cost/nccl.py),
+    else as the spec gives them."""
+    fast, slow = hardware.network[0], hardware.network[-1]
+    if hardware.nccl is None:
+        return fast, slow
+    from costmodel.cost.nccl import as_nccl_sees
+
+    return as_nccl_sees(hardware.nccl.topology, fast, slow)
 
 
 def _tuned(hardware, op: str) -> bool:
@@ -218,7 +229,7 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
     """A group spanning domains: a calibration fitted across them (flat), else two levels:
     all-reduce = reduce-scatter in the domain + all-reduce of S/g across + all-gather in the domain;
     all-gather, reduce-scatter = across (S/g) + inside; the rest cross the NICs as one group."""
-    fast, slow = hardware.network[0], hardware.network[-1]
+    fast, slow = _levels(hardware)
     cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
     if cal or op not in HIERARCHICAL:
         return one_level_cost(slow, op, where_.ranks, "ring", cal)
