@@ -103,6 +103,37 @@ def test_calibrated_spec_changes_comm_and_step_and_says_so(calibrated):
     assert step_fitted["collective_time_model"] != step_sheet["collective_time_model"]
 
 
+def test_a_one_node_fit_prices_one_node_and_leaves_the_rest_to_the_tuner(calibrated):
+    """Fitted on 8 GPUs in one node: groups inside a node take the fit, groups across nodes keep NCCL's
+    tuner (the fit says nothing about the network), for numbers and arrays alike."""
+    import numpy as np
+
+    from costmodel.cost.evaluate import evaluate
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    fitted, sheet = load_hardware(str(calibrated)), load_hardware("h100-sxm")
+    shape, recipe = Shape.of(load_model("llama3-8b")), load_recipe("megatron")
+    layouts = [dict(tp=8, fsdp=1), dict(tp=8, fsdp=4), dict(tp=4, fsdp=16)]
+    for layout in layouts:
+        one = {h.name: {(r.collective.axis, r.collective.op, r.collective.purpose): r
+                        for r in evaluate(shape, recipe, Point(tokens=8192, **layout), h).collectives}
+               for h in (fitted, sheet)}
+        for key, row in one[fitted.name].items():
+            other = one[sheet.name][key]
+            if row.placement.domains > 1:  # across nodes: the tuner, as without the fit
+                assert row.seconds == pytest.approx(other.seconds, rel=1e-12)
+    grid = Point(tokens=8192, tp=np.array([8.0, 8.0, 4.0]), fsdp=np.array([1.0, 4.0, 16.0]))
+    def key(row):
+        return row.collective.axis, row.collective.op, row.collective.purpose
+
+    arrays = {key(r): r for r in evaluate(shape, recipe, grid, fitted).collectives}
+    for i, layout in enumerate(layouts):
+        for n in evaluate(shape, recipe, Point(tokens=8192, **layout), fitted).collectives:
+            assert float(np.broadcast_to(arrays[key(n)].seconds, (3,))[i]) == pytest.approx(n.seconds, rel=1e-9)
+
+
 def test_comm_time_is_validates_prediction(calibrated):
     """comm's time for one TP all-reduce is validate's prediction for the same size: one time model."""
     from costmodel.measure.predict import predict

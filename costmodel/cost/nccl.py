@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_tuner as nt
-from costmodel.mathops import family
+from costmodel.mathops import above_one, family, where
 
 #: cost4d's collective names -> NCCL's functions the tuner prices
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
@@ -132,6 +132,23 @@ class TunedCost:
         import sympy
 
         return sympy.Max(tuned, self.launch, evaluate=False)  # t_NCCL's class is ours: family() cannot tell
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """NCCL's tuner with fitted costs (network.LinkCost, or None) for groups inside one node and across
+    nodes: a calibration prices the groups of its level, the tuner the others."""
+
+    tuned: TunedCost
+    domains: object
+    ranks: object
+    inside: object = None
+    across: object = None
+
+    def seconds(self, buffer_bytes):
+        inside = (self.inside or self.tuned).seconds(buffer_bytes)
+        across = (self.across or self.tuned).seconds(buffer_bytes)
+        return where(above_one(self.ranks), where(self.domains > 1, across, inside), 0.0)
 
 
 def _array_seconds(cost: TunedCost, buffer_bytes):

@@ -178,10 +178,7 @@ def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> 
     """Latency and seconds per byte of one call of ``op`` over the group ``where_`` (0 for one rank), or
     NCCL's tuned time where the spec says how (cost/nccl.py)."""
     if hardware.kind == "gpu" and _tuned(hardware, op):
-        from costmodel.cost.nccl import TunedCost
-
-        return TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm,
-                         hardware.nccl.launch_s or 0.0)
+        return _tuned_cost(hardware, op, where_, algorithm)
     formula = formula_for(op, algorithm)
     ranks = where_.ranks
     if hardware.kind == "tpu":
@@ -212,12 +209,26 @@ def _levels(hardware):
 
 
 def _tuned(hardware, op: str) -> bool:
-    """NCCL's tuner prices ``op`` on this GPU: the spec names its topology and holds no calibration of
-    ``op`` (a fit to measurements takes precedence)."""
+    """NCCL's tuner prices ``op`` on this GPU: the spec names its topology."""
     from costmodel.cost.nccl import TUNED
 
-    return (hardware.nccl is not None and op in TUNED
-            and not any(c.collective == op for c in hardware.calibration))
+    return hardware.nccl is not None and op in TUNED
+
+
+def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
+    """NCCL's tuner, except on a level the spec holds a calibration of ``op`` for: a fit inside the node
+    prices groups inside a node, one across nodes groups across nodes; the tuner prices the rest."""
+    from costmodel.cost.nccl import Calibrated, TunedCost
+
+    tuned = TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm,
+                      hardware.nccl.launch_s or 0.0)
+    fast, slow = _levels(hardware)
+    inside, across = (calibration(hardware, op, level.name, where_.ranks, algorithm) for level in (fast, slow))
+    if not inside and not (across and len(hardware.network) > 1):
+        return tuned
+    priced = [one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), cal) if cal else None
+              for level, cal in ((fast, inside), (slow, across))]
+    return Calibrated(tuned, where_.domains, where_.ranks, *priced)
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -245,10 +256,12 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
     """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses."""
+    cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
+    if cal:
+        return cal[2]
     if hardware.kind == "gpu" and _tuned(hardware, op):
         return f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
-    cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
-    return cal[2] if cal else "datasheet"
+    return "datasheet"
 
 
 def checks(hardware, point) -> list:
