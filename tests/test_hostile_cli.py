@@ -49,7 +49,7 @@ REFUSED = [
     ([*XXL, "--recompute", "every:" + "9" * 5000], ["every:K", "characters)"]),
     ([*XXL, "--recompute", "sometimes"], ["--recompute 'sometimes'"]),
     ([*XXL, "--microbatches", "0", "--pp", "2"], ["'--microbatches'", "0 is out of range"]),
-    ([*XXL, "--hsdp-group", "3", "--dp", "4"], ["--hsdp-group 3 does not divide"]),
+    ([*XXL, "--hsdp-group", "3", "--fsdp", "4"], ["--hsdp-group 3 sets the shard group; --fsdp 4"]),
     ([*XXL, "--units", "furlongs"], ["'furlongs' is not one of"]),
     (["flops", "--model", "xxl", "--seq", "nan"], ["--seq"]),
     (["flops", "--model", "llama3-8b", "--seq", BIG], ["'--seq'", "characters)"]),

@@ -65,13 +65,12 @@ def _raise(message: str):
 
 
 def _hsdp(group, dp, fsdp):
-    """--hsdp-group G on D data devices: fsdp = G, dp = D / G (D = dp x fsdp as given)."""
+    """--hsdp-group G: shard within groups of G devices (fsdp = G); --dp keeps meaning replicas."""
     if group is None:
         return dp, fsdp
-    data = dp * fsdp
-    if group < 1 or data % group:
-        raise CostModelError(f"--hsdp-group {group} does not divide the {data} data-parallel devices (--dp x --fsdp)")
-    return data // group, group
+    if fsdp not in (1, group):
+        raise CostModelError(f"--hsdp-group {group} sets the shard group; --fsdp {fsdp} says otherwise: give one")
+    return dp, group
 
 
 def extend(command, added: dict, into: str, build):

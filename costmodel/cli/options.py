@@ -88,7 +88,7 @@ ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device f
 CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
                                         rich_help_panel=_ADV)]
 HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
-    help="HSDP: shard within groups of this many devices, replicate across (sets --fsdp, --dp).",
+    help="HSDP: shard within groups of this many devices (sets --fsdp); --dp counts the replicas across them.",
     rich_help_panel=_ADV)]
 AccumOpt = Annotated[int, typer.Option(**STEPS, help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
 TpEndsOpt = Annotated[str, typer.Option(metavar="vocab-parallel|replicated",

@@ -59,7 +59,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
         out.print(f"  total evaluated = {sym['total_evaluated']:,} B\n")
     top = cost.heaviest
     out.print(f"[bold]{cost.shape.name}[/]: {cost.params:,} parameters; recipe [bold]{cost.recipe.name}[/] "
-              f"({cost.recipe.description}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per replica")
+              f"({cost.recipe.description}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
     kind = data["weight_copies"]
     t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")
     for name, value in top.components.items():
