@@ -102,7 +102,21 @@ def collect_total(components: dict):
 
 
 def text(expr) -> str:
-    return sp.sstr(expr)
+    """A formula as a person writes it in plain text: 'alpha = C/W' (not Eq(alpha, C/W)), positive terms
+    first ('M_max - A', not '-A + M_max'); still readable by sympy's parser."""
+    return _Text().doprint(expr)
+
+
+class _Text(sp.printing.str.StrPrinter):
+    def _print_Equality(self, expr):
+        return f"{self._print(expr.lhs)} = {self._print(expr.rhs)}"
+
+    def _print_Add(self, expr, order=None):
+        terms = sorted(expr.as_ordered_terms(), key=lambda term: term.could_extract_minus_sign())
+        out = self._print(terms[0])
+        for term in terms[1:]:
+            out += f" - {self._print(-term)}" if term.could_extract_minus_sign() else f" + {self._print(term)}"
+        return out
 
 
 def latex(expr) -> str:

@@ -147,6 +147,8 @@ def _latex_text(text: str) -> str:
 
 def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
     """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
+    from costmodel.cost.symbolic import text
+
     lines = []
     if fmt == "latex":
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
@@ -160,7 +162,7 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     md = fmt == "markdown"
     lines.append(f"## {title}" if md else title)
     for i, s in enumerate(steps, 1):
-        formula = "" if s.formula is None else (f"${sp.latex(s.formula)}$" if md else sp.sstr(s.formula))
+        formula = "" if s.formula is None else (f"${sp.latex(s.formula)}$" if md else text(s.formula))
         lines.append(f"{i}. {s.title}: {formula}")
         if s.values:
             lines.append(f"   {s.values}")
