@@ -71,11 +71,14 @@ def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int,
     if nodes * per_node <= 1:
         return "none", "none", 0.0
     topo = restricted(topology(preset, int(nodes), int(per_node)), algorithm)
-    try:
-        return nt.choose(TUNED[op], int(buffer_bytes), topo)
-    except ValueError:
+    best = None  # the first least time in (algorithm, protocol) order, as nt.choose, without its 1-hour cap
+    for (algo, proto), t in nt.cost_table_us(coll=TUNED[op], n_bytes=int(buffer_bytes), topo=topo).items():
+        if t >= 0 and (best is None or t < best[2]):
+            best = (algo, proto, t)
+    if best is None:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {int(nodes)} x {int(per_node)} GPUs "
-                             "(its tuner disables it there)") from None
+                             "(its tuner disables it there)")
+    return best[0], best[1], best[2] * 1e-6
 
 
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str) -> list[tuple]:
@@ -160,9 +163,14 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     size, nodes, per_node = np.broadcast_arrays(np.asarray(buffer_bytes, dtype=float), np.asarray(cost.nodes),
                                                 np.asarray(cost.per_node))
     keys, at = cost.groups(nodes.shape)
-    sizes, size_at = np.unique(np.floor(size.ravel()), return_inverse=True)  # whole bytes, as int(S) does
-    combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
-    group, s = combos // len(sizes), sizes[combos % len(sizes)]
+    whole = np.floor(size.ravel())  # whole bytes, as the numbers path's int(S)
+    if whole.size and whole.max() < 2**51:  # one sort: the group index above 51 bits of size
+        combos, back = np.unique((at.ravel().astype(np.int64) << 51) | whole.astype(np.int64), return_inverse=True)
+        group, s = combos >> 51, (combos & (2**51 - 1)).astype(float)
+    else:
+        sizes, size_at = np.unique(whole, return_inverse=True)
+        combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
+        group, s = combos // len(sizes), sizes[combos % len(sizes)]
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys))
     latency, bandwidth, tree, plateau = (column[:, group] for column in table)  # K x distinct (group, size)
     lat = np.where((plateau > 0) & (s >= plateau), latency * 1.4, latency)
