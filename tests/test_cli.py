@@ -156,7 +156,8 @@ TRANSFORMER_BAD = [
     (["memory", "--model", "llama3-8b", "--pp", "33"], "more than the model's 32 layers"),
     (["memory", "--model", "llama3-8b", "--cp", "3", "--tokens", "8192"], "--cp 3 does not divide --tokens"),
     (["memory", "--model", "llama3-8b", "--cp", "3", "--tokens", "8190"], "does not divide the sequence length"),
-    (["memory", "--model", "llama3-8b", "--pp", "4", "--microbatches", "2"], "needs --microbatches >= --pp"),
+    (["memory", "--model", "llama3-8b", "--pp", "4", "--microbatches", "2", "--schedule", "zb-h1"],
+     "needs --microbatches >= --pp"),
     (["memory", "--model", "llama3-8b", "--recompute", "every:x"], "every:K"),
 ]
 

@@ -64,8 +64,21 @@ def test_first_stage_is_the_heaviest_under_1f1b():
     assert cost.memory_bytes == max(s.total_bytes for s in cost.stages)
 
 
+def test_1f1b_with_fewer_micro_batches_than_stages():
+    """Legal in Megatron and nanotron: each stage holds min(p - i, m) micro-batches, the bubble is
+    (p - 1)/(m + p - 1) (with m = 1: the stages run one after another)."""
+    from costmodel.cost.point import Point
+    from costmodel.parallel.pipeline import bubble
+
+    layout = Layout(pp=4, microbatches=1, tokens=4096)
+    assert bubble(Point.of(layout)) == pytest.approx(3 / 4)
+    cost = evaluate_layout(load_model("llama3-8b"), RECIPES["megatron"], layout)
+    full = evaluate_layout(load_model("llama3-8b"), RECIPES["megatron"], Layout(pp=4, microbatches=4, tokens=4096))
+    assert cost.heaviest.total_bytes < full.heaviest.total_bytes  # one micro-batch in flight, not four
+
+
 @pytest.mark.parametrize("fields, message", [
-    (dict(pp=4, microbatches=2), "needs --microbatches >= --pp"),
+    (dict(pp=4, microbatches=2, schedule="zb-h1"), "needs --microbatches >= --pp"),
     (dict(pp=4, microbatches=6, schedule="interleaved", chunks=2), "multiple of --pp"),
     (dict(chunks=2), "--chunks needs --schedule interleaved"),
 ])

@@ -64,7 +64,7 @@ class Layout(Spec):
             raise ValueError(f"--cp {self.cp} does not divide --tokens {self.tokens}")
         if self.chunks > 1 and self.schedule != "interleaved":
             raise ValueError("--chunks needs --schedule interleaved")
-        if self.pp > 1 and self.schedule != "gpipe" and self.m < self.pp:
+        if self.pp > 1 and self.schedule == "zb-h1" and self.m < self.pp:  # 1F1B with m < p is legal and common
             raise ValueError(f"--schedule {self.schedule} needs --microbatches >= --pp ({self.m} < {self.pp})")
         if self.schedule == "interleaved" and self.pp > 1 and self.m % self.pp:
             raise ValueError(f"--schedule interleaved needs --microbatches a multiple of --pp "
