@@ -127,3 +127,12 @@ def test_a_spec_extends_another(tmp_path):
     assert spec.network[0].efficiency == 0.8 and spec.network[0].bandwidth_bytes_per_s == 450e9
     outcome = run(["step", "--model", "llama3-8b", "--hardware", str(mine), "--tokens", "8192"])
     assert outcome.code == 0, str(outcome)  # its matmul table is the base's
+
+
+def test_shipped_logs_by_name():
+    """shipped:FOLDER works from an installed package too (the logs ship inside the wheel)."""
+    outcome = run(["validate", "shipped:h100-8gpu-together-nccl-tests", "--hardware", "h100-sxm", "--json"])
+    assert outcome.code == 0, str(outcome)
+    assert len({(r["collective"], r["algorithm"]) for r in json.loads(outcome.stdout)["rows"]}) == 4
+    assert_refused(run(["validate", "shipped:nope", "--hardware", "h100-sxm"]), "no shipped logs 'nope'",
+                   "h100-8gpu-together-nccl-tests")

@@ -56,13 +56,30 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     from costmodel.measure.results import read_results
 
     docs = []
-    for path in paths:
+    for path in [p for given in paths for p in shipped(given)]:
         text = read_text(path, "measurement file", LOG_LIMIT)
         head = text.lstrip()[:40]
         is_json = head[:1] == "{" or (head[:1] == "[" and "]<std" not in head)  # not Open MPI's '[1,0]<stdout>:'
 
         docs.append(read_results(path, text) if is_json else parse_log(path, hints or Hints(), text))
     return docs
+
+
+def shipped(path: Path) -> list[Path]:
+    """``shipped:FOLDER`` names the logs that ship with cost4d (hardware/measured/FOLDER/*.out, also
+    from an installed package); any other path is itself."""
+    from costmodel.inputs.files import shown
+    from costmodel.specs.load import hardware_dir
+
+    text = str(path)
+    if not text.startswith("shipped:"):
+        return [path]
+    root = hardware_dir() / "measured"
+    known = sorted(p.name for p in root.iterdir() if p.is_dir())
+    name = text.removeprefix("shipped:")
+    if name not in known:
+        raise CostModelError(f"no shipped logs {shown(name)}; shipped: {', '.join(known)}")
+    return sorted((root / name).glob("*.out"))
 
 
 def _size(text: str, flag: str) -> int:
@@ -104,7 +121,9 @@ def import_nccl_tests(
 
 
 def validate(
-    results: Annotated[list[Path], typer.Argument(help="cost4d results JSON or nccl-tests logs.")],
+    results: Annotated[list[Path], typer.Argument(
+        help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d "
+        "(shipped:h100-8gpu-together-nccl-tests).")],
     hardware: o.HardwareOpt = None,
     fit: Annotated[bool, typer.Option("--fit", help="Fit latency and bandwidth per collective and algorithm.")] = False,
     out: Annotated[Optional[Path], typer.Option(help="With --fit: write the calibrated hardware spec (JSON).")] = None,
@@ -117,7 +136,7 @@ def validate(
 ) -> None:
     """Predicted vs measured time per collective and size; median |error| over sizes >= --min-bytes.
 
-    Example: cost4d validate hardware/measured/h100-8gpu-together-nccl-tests/*.out --hardware h100-sxm --fit
+    Example: cost4d validate shipped:h100-8gpu-together-nccl-tests --hardware h100-sxm --fit
     """
     from costmodel.report import measure as report_measure
     from costmodel.measure import validate as v
