@@ -68,15 +68,20 @@ def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
 
 def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int, algorithm: str = "auto"):
     """(algorithm, protocol, seconds) NCCL's tuner picks for one buffer (one rank: free)."""
+    return _choice(preset, op, int(buffer_bytes), int(nodes), int(per_node), algorithm)
+
+
+@functools.lru_cache(maxsize=65536)  # a long log asks for the same few sizes and groups again and again
+def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, algorithm: str):
     if nodes * per_node <= 1:
         return "none", "none", 0.0
-    topo = restricted(topology(preset, int(nodes), int(per_node)), algorithm)
+    topo = restricted(topology(preset, nodes, per_node), algorithm)
     best = None  # the first least time in (algorithm, protocol) order, as nt.choose, without its 1-hour cap
-    for (algo, proto), t in nt.cost_table_us(coll=TUNED[op], n_bytes=int(buffer_bytes), topo=topo).items():
+    for (algo, proto), t in nt.cost_table_us(coll=TUNED[op], n_bytes=buffer_bytes, topo=topo).items():
         if t >= 0 and (best is None or t < best[2]):
             best = (algo, proto, t)
     if best is None:
-        raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {int(nodes)} x {int(per_node)} GPUs "
+        raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
                              "(its tuner disables it there)")
     return best[0], best[1], best[2] * 1e-6
 
