@@ -114,6 +114,8 @@ class TunedCost:
     per_node: object
     algorithm: str = "auto"
     launch: float = 0.0  # no collective over 2 or more ranks takes less (the spec's launch_s)
+    offset: float = 0.0  # a calibration of model nccl: t = offset + scale x the tuner's time
+    scale: float = 1.0
 
     def groups(self, shape: tuple):
         """The distinct (nodes, GPUs per node) of an array group, and each element's index among them
@@ -131,15 +133,15 @@ class TunedCost:
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
             tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm)[2]
-            return max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
+            return self.offset + self.scale * max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
         if kind == "numpy":
             return _array_seconds(self, buffer_bytes)
         tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
-        if not self.launch:
-            return tuned
-        import sympy
+        if self.launch:
+            import sympy
 
-        return sympy.Max(tuned, self.launch, evaluate=False)  # t_NCCL's class is ours: family() cannot tell
+            tuned = sympy.Max(tuned, self.launch, evaluate=False)  # t_NCCL's class is ours: family() cannot tell
+        return self.offset + self.scale * tuned if (self.offset, self.scale) != (0.0, 1.0) else tuned
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,8 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
     best = np.min(lat + s / (1000 * bandwidth * correction), axis=0)[back.ravel()]
     free = (nodes * per_node).ravel() <= 1
-    return np.where(free, 0.0, np.maximum(best * 1e-6, cost.launch)).reshape(size.shape)
+    priced = cost.offset + cost.scale * np.maximum(best * 1e-6, cost.launch)
+    return np.where(free, 0.0, priced).reshape(size.shape)
 
 
 @functools.lru_cache(maxsize=256)

@@ -15,7 +15,7 @@ efficiency. Several: the hierarchical two-level algorithm. A fitted calibration 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
@@ -108,7 +108,8 @@ def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
     wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
     fits = []
     for name in wanted:
-        fits = [c for c in hardware.calibration if (c.collective, c.algorithm, c.level) == (op, name, level)]
+        fits = [c for c in hardware.calibration
+                if (c.collective, c.algorithm, c.level, c.model) == (op, name, level, "ring")]
         if fits:
             break
     if not fits:
@@ -216,19 +217,36 @@ def _tuned(hardware, op: str) -> bool:
 
 
 def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
-    """NCCL's tuner, except on a level the spec holds a calibration of ``op`` for: a fit inside the node
-    prices groups inside a node, one across nodes groups across nodes; the tuner prices the rest."""
+    """NCCL's tuner, scaled where the spec holds a calibration of model nccl for the level, and replaced
+    where it holds one of model ring: a fit inside the node prices groups inside a node, one across
+    nodes groups across nodes; the tuner prices the rest."""
     from costmodel.cost.nccl import Calibrated, TunedCost
 
     tuned = TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm,
                       hardware.nccl.launch_s or 0.0)
     fast, slow = _levels(hardware)
-    inside, across = (calibration(hardware, op, level.name, where_.ranks, algorithm) for level in (fast, slow))
-    if not inside and not (across and len(hardware.network) > 1):
+    levels = (fast, slow) if len(hardware.network) > 1 else (fast,)
+    priced = []
+    for level in levels:
+        scaled = _tuner_calibration(hardware, op, level.name, algorithm)
+        ring = calibration(hardware, op, level.name, where_.ranks, algorithm)
+        priced.append(replace(tuned, offset=scaled.latency_s, scale=scaled.scale) if scaled else
+                      one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), ring) if ring else None)
+    if not any(priced):
         return tuned
-    priced = [one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), cal) if cal else None
-              for level, cal in ((fast, inside), (slow, across))]
     return Calibrated(tuned, where_.domains, where_.ranks, *priced)
+
+
+def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
+    """The calibration of model nccl for ``op`` on ``level`` (fitted at the most ranks), or None: it
+    holds for groups of any size there."""
+    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
+    for name in wanted:
+        fits = [c for c in hardware.calibration
+                if (c.collective, c.algorithm, c.level, c.model) == (op, name, level, "nccl")]
+        if fits:
+            return max(fits, key=lambda c: c.ranks)
+    return None
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -256,11 +274,15 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
     """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses."""
-    cal = calibration(hardware, op, reached_level(hardware, where_).name, where_.ranks, algorithm)
+    level = reached_level(hardware, where_).name
+    cal = calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
         return cal[2]
     if hardware.kind == "gpu" and _tuned(hardware, op):
-        return f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
+        tuner = f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
+        scaled = _tuner_calibration(hardware, op, level, algorithm)
+        return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level} "
+                f"({scaled.source})") if scaled else tuner
     return "datasheet"
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
 from costmodel.cost.network import formula_for, one_level_seconds
+from costmodel.cost.nccl import TUNED
 from costmodel.formulas.comms import MODELLED
 from costmodel.measure.predict import predictor
 from costmodel.formulas.comms import bus_factor
@@ -85,6 +86,8 @@ class Fit:
     bandwidth_bytes_per_s: float
     residuals_pct: list  # (bytes, error %) per fitted row
     median_abs_error_pct: float
+    model: str = "ring"  # ring: latency + c S / bandwidth; nccl: latency + scale x NCCL's tuned time
+    scale: float | None = None
 
     @property
     def stored_bandwidth(self) -> float | None:
@@ -132,16 +135,54 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
             raise CostModelError(f"--fit {collective} ({algorithm}, {nodes}x{per_node}): a latency and a bandwidth "
                                  f"need two or more sizes >= --min-bytes, found {len(sizes)} "
                                  "(lower --min-bytes, or measure more sizes)")
+        level = hardware.network[0] if nodes == 1 else hardware.network[-1]
+        if hardware.nccl is not None and collective in TUNED:
+            fits.append(_tuner_fit(hardware, collective, algorithm, level.name, nodes, per_node, points))
+            continue
         formula = formula_for(collective, algorithm)
         coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(op=collective, group=ranks)
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)
-        level = hardware.network[0] if nodes == 1 else hardware.network[-1]
         fitted = (latency, bandwidth)
         residuals = [(s, 100 * (one_level_seconds(level, collective, s, ranks, formula, fitted) - t) / t)
                      for s, t in points]
         fits.append(Fit(collective, algorithm, level.name, ranks, latency, bandwidth, residuals,
                         statistics.median(abs(e) for _, e in residuals)))
     return fits
+
+
+def fit_offset_scale(pairs: list[tuple[float, float]], rounds: int = 50) -> tuple[float, float]:
+    """(a, b) of t = a + b x over (x, t) pairs, least absolute relative error (the median-like fit a
+    tuner's shape needs: its few sizes far off must not pull the rest), by iteratively reweighted least
+    squares (weights 1/|residual|, Schlossmacher 1973, JASA 68:857); a is clipped at 0."""
+    a, b, weights = 0.0, 1.0, [1.0] * len(pairs)
+    for _ in range(rounds):
+        sw = sum(w / t**2 for w, (_, t) in zip(weights, pairs))
+        swx = sum(w * x / t**2 for w, (x, t) in zip(weights, pairs))
+        swxx = sum(w * x * x / t**2 for w, (x, t) in zip(weights, pairs))
+        swt = sum(w / t for w, (_, t) in zip(weights, pairs))
+        swxt = sum(w * x / t for w, (x, t) in zip(weights, pairs))
+        det = sw * swxx - swx * swx
+        if det <= 0:
+            break
+        a, b = (swxx * swt - swx * swxt) / det, (sw * swxt - swx * swt) / det
+        if a < 0:  # through the origin: a latency is not negative
+            a, b = 0.0, swxt / swxx
+        weights = [1 / max(abs((a + b * x - t) / t), 1e-6) for x, t in pairs]
+    return a, max(b, 0.0)
+
+
+def _tuner_fit(hardware, collective, algorithm, level, nodes, per_node, points) -> Fit:
+    """t = a + b x NCCL's tuned time (the tuner as the spec has it, uncalibrated), least squares in
+    relative error like the ring fit with S replaced by the tuned time: a scale that carries over to
+    other group sizes on the level, where a ring fit holds for the fitted size only."""
+    from costmodel.cost.nccl import TunedCost
+
+    tuned = TunedCost(hardware.nccl.topology, collective, nodes, per_node, algorithm, hardware.nccl.launch_s or 0.0)
+    pairs = [(tuned.seconds(s), t) for s, t in points]
+    latency, scale = fit_offset_scale(pairs)
+    residuals = [(s, 100 * (latency + scale * x - t) / t) for (s, t), (x, _) in zip(points, pairs)]
+    return Fit(collective, algorithm, level, nodes * per_node, latency, math.inf, residuals,
+               statistics.median(abs(e) for _, e in residuals), "nccl", scale)
 
 
 def calibrated_spec(hardware, fits: list[Fit], source: str) -> dict:
@@ -152,6 +193,7 @@ def calibrated_spec(hardware, fits: list[Fit], source: str) -> dict:
             if (c["collective"], c["algorithm"], c["level"], c["ranks"]) not in new]
     spec["calibration"] = kept + [
         {"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
-         "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.stored_bandwidth,
+         "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.stored_bandwidth, "model": f.model,
+         **({"scale": f.scale} if f.model == "nccl" else {}),
          "median_abs_error_pct": f.median_abs_error_pct, "source": source} for f in fits]
     return spec

@@ -30,6 +30,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     if fits:
         payload["fit"] = [{"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
                            "latency_s": f.latency_s, "bandwidth_bytes_per_s": f.stored_bandwidth,
+                           "model": f.model, "scale": f.scale,
                            "median_abs_error_pct": f.median_abs_error_pct,
                            "residuals_pct": [{"bytes": s, "error_pct": e} for s, e in f.residuals_pct]} for f in fits]
     if out:
@@ -50,11 +51,13 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         c.print(f"({len(shown) - TABLE_ROWS:,} more rows not shown; --json lists every row; the medians use all)")
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
-        t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS)",
-                  "collective", "algorithm", ">ranks", ">alpha", ">B", ">median |res|", ">max |res|")
+        t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS), or "
+                  "t = alpha + b x NCCL's tuned time where the spec names its NCCL topology",
+                  "collective", "algorithm", ">ranks", ">alpha", ">B or b", ">median |res|", ">max |res|")
         for f in fits:
             t.add_row(f.collective, f.algorithm, str(f.ranks), f"{f.latency_s * 1e6:.1f} us",
-                      _bandwidth(f.bandwidth_bytes_per_s), f"{f.median_abs_error_pct:.1f}%",
+                      f"b = {f.scale:.3f}" if f.model == "nccl" else _bandwidth(f.bandwidth_bytes_per_s),
+                      f"{f.median_abs_error_pct:.1f}%",
                       f"{max(abs(e) for _, e in f.residuals_pct):.1f}%")
         c.print(t)
         _print_summary(c, "calibrated", summary(after, min_bytes), min_bytes)

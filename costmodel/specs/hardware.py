@@ -81,7 +81,11 @@ class Calibration(Spec):
     ranks: Devices
     latency_s: Seconds
     bandwidth_bytes_per_s: Bandwidth | None = Field(
-        description="B in the algorithm's time formula (null: time does not grow with size)")
+        description="B in the algorithm's time formula (null: time does not grow with size, or model nccl)")
+    model: Literal["ring", "nccl"] = Field(
+        "ring", description="ring: t = latency_s + c S / B on this level and group size; nccl: t = latency_s + "
+        "scale x NCCL's tuned time, for any group on this level (it carries over to other sizes of group)")
+    scale: Annotated[float, Field(ge=0, le=1e3)] | None = Field(None, description="model nccl: the factor on NCCL's time")
     median_abs_error_pct: Annotated[float, Field(ge=0, le=1e6)]
     source: Text
 
