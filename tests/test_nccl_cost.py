@@ -33,3 +33,29 @@ def test_letters_evaluate_to_the_number():
     number = TunedCost("hgx-h100", "all-reduce", 2, 8, "auto", 4.4e-6).seconds(2.0**27)
     assert float(expr.subs({S: 2**27, N: 2, g: 8})) == pytest.approx(number, rel=1e-12)
     assert "t_NCCL_all_reduce" in str(expr)
+
+
+def test_a_tuner_fit_carries_over_to_other_group_sizes(tmp_path):
+    """--fit on 8-GPU logs stores t = a + b x NCCL's time for the NVLink level; a 4-GPU group inside a
+    node then costs a + b x the tuner's time for 4 GPUs, and a 16-GPU group across nodes keeps the
+    plain tuner (the fit says nothing about the network)."""
+    import json
+
+    from costmodel.cost.network import Placement, link_cost
+    from costmodel.specs.load import load_hardware
+    from hostile import run
+
+    out = tmp_path / "fitted.json"
+    assert run(["validate", "shipped:h100-8gpu-together-nccl-tests", "--hardware", "h100-sxm", "--fit",
+                "--out", str(out)]).code == 0
+    (cal,) = [c for c in json.loads(out.read_text())["calibration"]
+              if (c["collective"], c["algorithm"]) == ("all-gather", "ring")]
+    assert cal["model"] == "nccl" and cal["ranks"] == 8 and cal["bandwidth_bytes_per_s"] is None
+    fitted, sheet = load_hardware(str(out)), load_hardware("h100-sxm")
+    size = 64 * 2**20
+    for ranks, per_node, nodes in ((4, 4, 1), (8, 8, 1), (16, 8, 2)):
+        where_ = Placement("fsdp", ranks, per_node, nodes)
+        plain = link_cost(sheet, "all-gather", where_, "ring").seconds(size)
+        scaled = link_cost(fitted, "all-gather", where_, "ring").seconds(size)
+        expected = plain if nodes > 1 else cal["latency_s"] + cal["scale"] * plain
+        assert scaled == pytest.approx(expected, rel=1e-12)
