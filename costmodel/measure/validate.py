@@ -68,12 +68,15 @@ def median_abs_error(rows: list[Row], min_bytes: int = MIB) -> float | None:
 
 
 def summary(rows: list[Row], min_bytes: int = MIB) -> dict:
-    """Median absolute error overall and per (collective, algorithm)."""
+    """Median absolute error overall, per (collective, algorithm, nodes x GPUs) and per network level."""
     groups: dict[str, list[Row]] = {}
+    levels: dict[str, list[Row]] = {}
     for r in rows:
         groups.setdefault(f"{r.collective} ({r.algorithm}, {r.nodes}x{r.gpus_per_node})", []).append(r)
+        levels.setdefault(r.level, []).append(r)
     return {"median_abs_error_pct": median_abs_error(rows, min_bytes),
-            "per_collective": {k: median_abs_error(v, min_bytes) for k, v in groups.items()}}
+            "per_collective": {k: median_abs_error(v, min_bytes) for k, v in groups.items()},
+            "per_level": {k: median_abs_error(v, min_bytes) for k, v in levels.items()}}
 
 
 @dataclass(frozen=True)

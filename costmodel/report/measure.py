@@ -73,6 +73,9 @@ def _print_summary(c, label: str, s: dict, min_bytes: int) -> None:
     floor = format_bytes(min_bytes, UnitSystem.iec)
     c.print(f"Median |error|, sizes >= {floor}, {label}: [bold]{overall:.1f}%[/] ({parts})" if overall is not None
             else f"No rows >= {floor} ({label}).")
+    levels = {k: v for k, v in s["per_level"].items() if v is not None}
+    if len(levels) > 1:
+        c.print("  per level: " + ", ".join(f"{k}: {v:.1f}%" for k, v in levels.items()))
 
 
 def _bandwidth(value: float) -> str:
