@@ -168,3 +168,17 @@ def test_transformer_layouts_that_cannot_run(args, needle):
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2"],
+    ["explain", "fsdp", "--model", "xxl", "--limit", "95GB"],
+    ["explain", "memory", "--model", "xxl", "--fsdp", "8", "--tokens", "4096"],
+])
+def test_explain_json_holds_the_steps_of_the_text(args):
+    """--json: the same steps as the text, each formula in plain text (no Eq(...)) and LaTeX."""
+    steps = run_json(*args, "--json")["steps"]
+    text = runner.invoke(app, args).stdout
+    assert steps and all(s["title"] in text for s in steps)
+    assert all("Eq(" not in (s["formula"] or "") for s in steps)
+    assert any(s["latex"] for s in steps)

@@ -144,6 +144,7 @@ def solve_batch_cmd(
 def explain_batch_cmd(
     model: o.ModelOpt,
     fmt: o.FormatOpt = "text",
+    as_json: o.JsonOpt = False,
     *,
     question,
 ) -> None:
@@ -153,7 +154,7 @@ def explain_batch_cmd(
 
     _check_format(fmt)
     spec, device, problem = question
-    typer.echo(batch_derivation(solve_batch(problem), device.name).render(fmt))
+    _show(batch_derivation(solve_batch(problem), device.name), fmt, as_json)
 
 
 @explain_app.command("fsdp")
@@ -164,6 +165,7 @@ def explain_fsdp_cmd(
     hardware: o.HardwareOpt = None,
     recipe: o.RecipeOpt = "cs336",
     fmt: o.FormatOpt = "text",
+    as_json: o.JsonOpt = False,
     *,
     layout,
 ) -> None:
@@ -175,7 +177,17 @@ def explain_fsdp_cmd(
     spec, rec = load_model(model), load_recipe(recipe)
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source)
-    typer.echo(fsdp_derivation(spec, rec, layout, answer, source).render(fmt))
+    _show(fsdp_derivation(spec, rec, layout, answer, source), fmt, as_json)
+
+
+def _show(derivation, fmt: str, as_json: bool) -> None:
+    """A derivation as text, Markdown or LaTeX, or as JSON with --json."""
+    if as_json:
+        from costmodel.report import emit_json
+
+        emit_json(derivation.as_dict())
+    else:
+        typer.echo(derivation.render(fmt))
 
 
 def _check_format(fmt: str) -> None:
@@ -189,6 +201,7 @@ def explain_memory_cmd(
     model: o.ModelOpt,
     recipe: o.RecipeOpt = "cs336",
     fmt: o.FormatOpt = "text",
+    as_json: o.JsonOpt = False,
     *,
     layout,
 ) -> None:
@@ -197,4 +210,4 @@ def explain_memory_cmd(
     from costmodel.specs.load import load_model, load_recipe
 
     _check_format(fmt)
-    typer.echo(memory_derivation(load_model(model), load_recipe(recipe), layout).render(fmt))
+    _show(memory_derivation(load_model(model), load_recipe(recipe), layout), fmt, as_json)

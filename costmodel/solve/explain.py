@@ -35,6 +35,15 @@ class Derivation:
     def __str__(self) -> str:
         return self.render("text")
 
+    def as_dict(self) -> dict:
+        """The derivation as data (``--json``): each step's formula as text and as LaTeX."""
+        from costmodel.cost.symbolic import text
+
+        return {"title": self.title, "conventions": list(self.conventions),
+                "steps": [{"title": s.title, "formula": None if s.formula is None else text(s.formula),
+                           "latex": None if s.formula is None else sp.latex(s.formula), "values": s.values,
+                           "result": s.result} for s in self.steps]}
+
     def _repr_markdown_(self) -> str:
         return self.render("markdown")
 
