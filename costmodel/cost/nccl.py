@@ -12,6 +12,7 @@ fastest taken per element), letters (an opaque ``t_NCCL`` that evaluates once nu
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
@@ -76,14 +77,11 @@ def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, 
     if nodes * per_node <= 1:
         return "none", "none", 0.0
     topo = restricted(topology(preset, nodes, per_node), algorithm)
-    best = None  # the first least time in (algorithm, protocol) order, as nt.choose, without its 1-hour cap
-    for (algo, proto), t in nt.cost_table_us(coll=TUNED[op], n_bytes=buffer_bytes, topo=topo).items():
-        if t >= 0 and (best is None or t < best[2]):
-            best = (algo, proto, t)
-    if best is None:
+    try:  # without NCCL's one-hour sentinel, so huge buffers price like the array path
+        return nt.choose(TUNED[op], buffer_bytes, topo, cap_us=math.inf)
+    except ValueError:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
-                             "(its tuner disables it there)")
-    return best[0], best[1], best[2] * 1e-6
+                             "(its tuner disables it there)") from None
 
 
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str) -> list[tuple]:

@@ -444,11 +444,16 @@ def cost_table_us(*, coll, n_bytes, topo: Topology, num_pipe_ops=1, fp8=False, n
     return table
 
 
-def choose(coll, n_bytes, topology: Topology, **options):
+#: topoGetAlgoInfo's starting minimum: an hour in us (enqueue.cc:1697); nothing slower is picked
+NO_ALGO_US = 3600000000.0
+
+
+def choose(coll, n_bytes, topology: Topology, cap_us=NO_ALGO_US, **options):
     """(algo, proto, seconds): the first pair in (algo, proto) index order with the least t >= 0
     (topoGetAlgoInfo, enqueue.cc:1697-1711; nBytes = type size x max(send, recv) count,
-    enqueue.cc:1787 and enqueue.h:36-38). Raises if nothing is usable (enqueue.cc:1717-1730)."""
-    best, best_us = None, 3600000000.0
+    enqueue.cc:1787 and enqueue.h:36-38). Raises if nothing is usable (enqueue.cc:1717-1730).
+    ``cap_us`` is NCCL's one-hour sentinel; a cost model pricing huge buffers passes infinity."""
+    best, best_us = None, cap_us
     for (algo, proto), t in cost_table_us(coll=coll, n_bytes=n_bytes, topo=topology, **options).items():
         if 0.0 <= t < best_us:
             best, best_us = (algo, proto), t

@@ -98,25 +98,30 @@ class Fit:
         return self.bandwidth_bytes_per_s if math.isfinite(self.bandwidth_bytes_per_s) else None
 
 
-def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float) -> tuple[float, float]:
-    """Least squares in relative error for t = alpha + c S / B over (S, t) points: (alpha, B).
-
-    Minimises sum ((alpha + beta S - t) / t)^2 with beta = c / B: the normal equations of a linear
-    model with weights 1/t^2, solved in closed form; alpha is clipped at 0 (a latency is not negative).
-    """
-    w = [1 / t**2 for _, t in points]
+def relative_line(points: list[tuple[float, float]], weights: list[float] | None = None) -> tuple[float, float]:
+    """(a, b) of t = a + b x over (x, t) points minimising sum w ((a + b x - t) / t)^2: the normal
+    equations of a linear model with weights w / t^2, in closed form; a is clipped at 0 (refit through
+    the origin: a latency is not negative)."""
+    w = [(1.0 if weights is None else wi) / t**2 for wi, (_, t) in zip(weights or points, points)]
     sw = sum(w)
-    sws = sum(wi * s for wi, (s, _) in zip(w, points))
-    swss = sum(wi * s * s for wi, (s, _) in zip(w, points))
+    swx = sum(wi * x for wi, (x, _) in zip(w, points))
+    swxx = sum(wi * x * x for wi, (x, _) in zip(w, points))
     swt = sum(wi * t for wi, (_, t) in zip(w, points))
-    swst = sum(wi * s * t for wi, (s, t) in zip(w, points))
-    det = sw * swss - sws * sws
-    alpha = (swss * swt - sws * swst) / det
-    beta = (sw * swst - sws * swt) / det
-    if alpha < 0:  # refit through the origin
-        alpha, beta = 0.0, swst / swss
+    swxt = sum(wi * x * t for wi, (x, t) in zip(w, points))
+    det = sw * swxx - swx * swx
+    if det <= 0:
+        raise CostModelError("--fit: the fitted rows predict one time for every size (e.g. all on the launch "
+                             "floor); raise --min-bytes")
+    a, b = (swxx * swt - swx * swxt) / det, (sw * swxt - swx * swt) / det
+    return (0.0, swxt / swxx) if a < 0 else (a, b)
+
+
+def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float) -> tuple[float, float]:
+    """Least squares in relative error for t = alpha + c S / B over (S, t) points: (alpha, B), by
+    :func:`relative_line` with beta = c / B."""
+    alpha, beta = relative_line(points)
     if beta <= 0:  # time does not grow with size over these points (noise): latency alone
-        return swt / sw, math.inf
+        return sum(1 / t for _, t in points) / sum(1 / t**2 for _, t in points), math.inf
     return alpha, coefficient / beta
 
 
@@ -159,17 +164,7 @@ def fit_offset_scale(pairs: list[tuple[float, float]], rounds: int = 50) -> tupl
     squares (weights 1/|residual|, Schlossmacher 1973, JASA 68:857); a is clipped at 0."""
     a, b, weights = 0.0, 1.0, [1.0] * len(pairs)
     for _ in range(rounds):
-        sw = sum(w / t**2 for w, (_, t) in zip(weights, pairs))
-        swx = sum(w * x / t**2 for w, (x, t) in zip(weights, pairs))
-        swxx = sum(w * x * x / t**2 for w, (x, t) in zip(weights, pairs))
-        swt = sum(w / t for w, (_, t) in zip(weights, pairs))
-        swxt = sum(w * x / t for w, (x, t) in zip(weights, pairs))
-        det = sw * swxx - swx * swx
-        if det <= 0:
-            break
-        a, b = (swxx * swt - swx * swxt) / det, (sw * swxt - swx * swt) / det
-        if a < 0:  # through the origin: a latency is not negative
-            a, b = 0.0, swxt / swxx
+        a, b = relative_line(pairs, weights)
         weights = [1 / max(abs((a + b * x - t) / t), 1e-6) for x, t in pairs]
     return a, max(b, 0.0)
 
