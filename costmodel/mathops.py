@@ -18,11 +18,16 @@ def family(*values) -> str:
     found = "number"
     for v in values:
         module = type(v).__module__
-        if module.startswith("sympy"):
+        if module.startswith("sympy") or (module != "builtins" and _sympy_subclass(type(v))):
             return "sympy"
         if module.startswith("numpy"):
             found = "numpy"
     return found
+
+
+def _sympy_subclass(kind) -> bool:
+    """A class of ours built on sympy's (an opaque function such as cost/nccl.py's t_NCCL)."""
+    return any(base.__module__.startswith("sympy") for base in kind.__mro__[1:])
 
 
 def letter(name: str):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_tuner as nt
-from costmodel.mathops import above_one, family, where
+from costmodel.mathops import above_one, family, maximum, where
 
 #: cost4d's collective names -> NCCL's functions the tuner prices
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
@@ -135,10 +135,7 @@ class TunedCost:
         if kind == "numpy":
             return _array_seconds(self, buffer_bytes)
         tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
-        if self.launch:
-            import sympy
-
-            tuned = sympy.Max(tuned, self.launch, evaluate=False)  # t_NCCL's class is ours: family() cannot tell
+        tuned = maximum(tuned, self.launch) if self.launch else tuned
         return self.offset + self.scale * tuned if (self.offset, self.scale) != (0.0, 1.0) else tuned
 
 
