@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from costmodel.formulas import nccl_tuner as nt
-from costmodel.formulas.nccl_tuner import H100_1NODE, H100_2NODES, Graph
+from costmodel.formulas.nccl_topologies import H100_1NODE, H100_2NODES
+from costmodel.formulas.nccl_tuner import Graph
 
 ONE, TWO = H100_1NODE, H100_2NODES
 NO_NVLS = replace(ONE, nvls=Graph(), nvls_support=False, nvls_channels=0)  # NCCL_NVLS_ENABLE=0
@@ -207,7 +208,7 @@ def test_large_sizes_near_measured(coll, topo, name, size):
 
 
 # --- A100 presets: hand arithmetic on tuning.cc's constants and the A100_* graph values ---
-from costmodel.formulas.nccl_tuner import A100_1NODE, A100_2NODES_EFA4, A100_2NODES_IB  # noqa: E402
+from costmodel.formulas.nccl_topologies import A100_1NODE, A100_2NODES_EFA4, A100_2NODES_IB  # noqa: E402
 
 A1, AIB, AEFA = A100_1NODE, A100_2NODES_IB, A100_2NODES_EFA4
 A100_CASES = [

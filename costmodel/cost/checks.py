@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
-from costmodel.cost import network
 from costmodel.parallel import context, data, pipeline, tensor
+from costmodel.parallel.collective import Rule
 
 AXES = (pipeline, tensor, context, data)
 
@@ -12,7 +12,7 @@ AXES = (pipeline, tensor, context, data)
 def rules(shape, point, hardware=None) -> list:
     """Every axis's rules, the pipeline's first (a stage count above L makes the rest moot), then the
     placement's on ``hardware``."""
-    placed = network.checks(hardware, point) if hardware is not None else []
+    placed = placement_rules(hardware, point) if hardware is not None else []
     return [rule for axis in AXES for rule in axis.checks(shape, point)] + placed
 
 
@@ -29,3 +29,16 @@ def valid(shape, point, hardware=None):
     for rule in rules(shape, point, hardware):
         mask = mask & rule.ok
     return mask
+
+
+def placement_rules(hardware, point) -> list:
+    """--mx/--my name TPU torus axes: none on a GPU (placement there follows the NVLink domain), and
+    no more than the torus has on a TPU."""
+    if hardware.kind != "tpu":
+        return [Rule((point.mx <= 1) & (point.my <= 1),
+                     lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
+                     "(its axes are placed on the NVLink domain and nodes automatically)")]
+    axes = hardware.level("ici").torus_axes
+    return [Rule(point.mx + point.my <= axes,
+                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
+                 f"{hardware.name} has {axes}")] if axes else []

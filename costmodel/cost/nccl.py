@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
+from costmodel.formulas import nccl_topologies as nx
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.mathops import above_one, family, maximum, where
 
@@ -23,8 +24,8 @@ from costmodel.mathops import above_one, family, maximum, where
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
          "broadcast": "broadcast", "reduce": "reduce"}
 #: topologies a spec may name: (one node, several nodes) as NCCL's search builds them
-PRESETS = {"hgx-h100": (nt.H100_1NODE, nt.H100_2NODES), "aws-p5": (nt.H100_1NODE, nt.H100_2NODES_EFA),
-           "hgx-a100": (nt.A100_1NODE, nt.A100_2NODES_IB), "aws-p4de": (nt.A100_1NODE, nt.A100_2NODES_EFA4)}
+PRESETS = {"hgx-h100": (nx.H100_1NODE, nx.H100_2NODES), "aws-p5": (nx.H100_1NODE, nx.H100_2NODES_EFA),
+           "hgx-a100": (nx.A100_1NODE, nx.A100_2NODES_IB), "aws-p4de": (nx.A100_1NODE, nx.A100_2NODES_EFA4)}
 #: per-GPU bandwidth (GB/s) NCCL's topology gives point-to-point traffic (all-to-all, sends, gather,
 #: scatter): (inside the node, out to the network), each the narrowest link of the path
 P2P_GBS = {

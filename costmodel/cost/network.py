@@ -284,18 +284,3 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
         return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level} "
                 f"({scaled.source})") if scaled else tuner
     return "datasheet"
-
-
-def checks(hardware, point) -> list:
-    """--mx/--my name TPU torus axes: none on a GPU (placement there follows the NVLink domain), and
-    no more than the torus has on a TPU."""
-    from costmodel.parallel.collective import Rule
-
-    if hardware.kind != "tpu":
-        return [Rule((point.mx <= 1) & (point.my <= 1),
-                     lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
-                     "(its axes are placed on the NVLink domain and nodes automatically)")]
-    axes = hardware.level("ici").torus_axes
-    return [Rule(point.mx + point.my <= axes,
-                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
-                 f"{hardware.name} has {axes}")] if axes else []

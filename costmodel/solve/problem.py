@@ -42,10 +42,10 @@ def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flo
     problem = BatchProblem(d_model=d_model, d_ff=d_ff, fsdp=fsdp, tp=tp, mx=mx, my=my,
                            peak_flops=peak_flops, bandwidth=bandwidth, overlap=overlap, pass_=pass_)
     check_problem(problem)
-    from costmodel.cost.network import checks
+    from costmodel.cost.checks import placement_rules
     from costmodel.cost.point import Point
 
-    for rule in checks(hardware, Point(mx=mx, my=my)):
+    for rule in placement_rules(hardware, Point(mx=mx, my=my)):
         if not rule.ok:
             raise CostModelError(rule.message())
     return problem

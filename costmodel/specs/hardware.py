@@ -115,7 +115,7 @@ class Nccl(Spec):
     """The system as NCCL sees it, for pricing collectives with NCCL's own tuner (cost/nccl.py)."""
 
     topology: Literal["hgx-h100", "aws-p5", "hgx-a100", "aws-p4de"] = Field(
-        description="the graphs NCCL's search builds on this system (formulas/nccl_tuner.py presets)")
+        description="the graphs NCCL's search builds on this system (presets in formulas/nccl_topologies.py)")
     version: Name = Field(description="the NCCL version whose tuning model is transcribed")
     launch_s: Seconds | None = Field(
         None, description="host time to launch one GPU's share of a collective: no collective takes less, and "
