@@ -48,13 +48,15 @@ def _number(token: str, path, lineno: int, what: str) -> float:
     return value
 
 
+def _named(path: Path, names) -> str | None:
+    """The first of ``names`` that the file name holds as a word (between _, -, . or its ends)."""
+    stem = Path(path).stem.lower().replace("-", "_")
+    return next((name for name in names if re.search(rf"(^|[_.]){name}($|[_.])", stem)), None)
+
+
 def infer_algorithm(path: Path) -> str:
     """The algorithm named in the file name (…_ring.out, …_nvls.out), else 'auto'."""
-    stem = path.stem.lower()
-    for name in _ALGORITHMS:
-        if re.search(rf"(^|[_\-.]){name}($|[_\-.])", stem):
-            return name
-    return "auto"
+    return _named(path, _ALGORITHMS) or "auto"
 
 
 class _Section:
@@ -115,11 +117,8 @@ class Hints:
 
 def infer_op(path: Path) -> str | None:
     """The collective a file name names (all_reduce_perf.out, dgxc-allreduce.out), else None."""
-    stem = Path(path).stem.lower().replace("-", "_")
-    for name in _OPS_IN_NAMES:
-        if re.search(rf"(^|[_.]){name}($|[_.])", stem):
-            return canonical_collective(name)
-    return None
+    name = _named(path, _OPS_IN_NAMES)
+    return canonical_collective(name) if name else None
 
 
 def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> dict:
