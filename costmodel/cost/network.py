@@ -273,14 +273,24 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
-    """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses."""
+    """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses, in the
+    order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet."""
     level = reached_level(hardware, where_).name
-    cal = calibration(hardware, op, level, where_.ranks, algorithm)
+    tuned = hardware.kind == "gpu" and _tuned(hardware, op)
+    scaled = _tuner_calibration(hardware, op, level, algorithm) if tuned else None
+    cal = None if scaled else calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
         return cal[2]
-    if hardware.kind == "gpu" and _tuned(hardware, op):
+    if tuned:
         tuner = f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
-        scaled = _tuner_calibration(hardware, op, level, algorithm)
         return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level} "
                 f"({scaled.source})") if scaled else tuner
     return "datasheet"
+
+
+def calibrated(hardware, op: str, where_: Placement, algorithm: str = "auto") -> bool:
+    """Whether a fit to measurements (of either model) prices this collective."""
+    level = reached_level(hardware, where_).name
+    tuned = hardware.kind == "gpu" and _tuned(hardware, op)
+    return bool((tuned and _tuner_calibration(hardware, op, level, algorithm))
+                or calibration(hardware, op, level, where_.ranks, algorithm))

@@ -55,7 +55,7 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
         raise CostModelError(f"{hardware.name} has no scale-out level for {nodes} nodes")
     where_ = network.Placement("measured", nodes * gpus_per_node, gpus_per_node, nodes)
     cost = network.link_cost(hardware, collective, where_, algorithm)
-    calibrated = "calibrated" in network.calibration_used(hardware, collective, where_, algorithm)
+    calibrated = network.calibrated(hardware, collective, where_, algorithm)
     if nodes == 1:
         return Predictor(cost, fast.name, formula, calibrated)
     return Predictor(cost, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated)
