@@ -52,3 +52,24 @@ BUILTIN_MODELS: dict[str, dict] = {
         source=_HF + "meta-llama/Llama-3.1-405B; Llama Team 2024, arXiv:2407.21783, Table 3",
     ),
 }
+
+_NANOTRON = ("huggingface/nanotron@e24d2483a4e508e1298ed91b5f5abffa473dc647 scripts/scaling_benchmarks.py "
+             "(model_configs, lines 303-312: layers, hidden, heads, intermediate; num_key_value_heads = heads "
+             "since NUM_KEY_VALUE_HEADS is None, line 14/76; tied when intermediate < 10,000, line 78); vocabulary "
+             "131072 and seq 4096 as the sweep's run names and results file record (vocab131k)")
+
+
+def _nanotron(size: str, layers: int, hidden: int, heads: int, ffn: int) -> dict:
+    """A model of the Ultra-Scale Playbook's nanotron benchmark sweep (MHA, RoPE, SwiGLU, RMSNorm)."""
+    return dict(kind="transformer", name=f"nanotron-{size}", hidden=hidden, ffn_hidden=ffn, layers=layers,
+                heads=heads, kv_heads=heads, vocab=131072, tied_embeddings=ffn < 10_000, seq_len=4096,
+                description=f"the Ultra-Scale Playbook's '{size.upper()}' benchmark model (nanotron sweep; "
+                "MHA, not Llama 3.2's GQA)", source=_NANOTRON)
+
+
+BUILTIN_MODELS.update({m["name"]: m for m in (
+    _nanotron("1b", 16, 2048, 32, 8192),
+    _nanotron("3b", 28, 3072, 32, 8192),
+    _nanotron("8b", 32, 4096, 32, 14336),
+    _nanotron("80b", 80, 8192, 64, 28672),
+)})
