@@ -37,11 +37,12 @@ class Cost:
     collectives: list  # Collective, or Timed with a hardware
     step: StepTime | None
     valid: object = True  # arrays: the mask of layouts every axis accepts
+    framework: object = None  # the profile whose overheads the memory includes (None: exact)
 
     @property
     def heaviest(self) -> StageMemory:
         """The heaviest stage of a single layout (the first of equals)."""
-        return max(self.stages, key=lambda s: s.total_bytes)
+        return max(self.stages, key=lambda s: s.reserved_bytes)
 
     @property
     def params(self):
@@ -84,7 +85,7 @@ def _collective(row):
 
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
-             seq_len=None) -> Cost:
+             seq_len=None, framework=None) -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model)."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
@@ -95,7 +96,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         point = _as_float(point)
         valid = checks.valid(shape, point, hardware)
     held = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
-    stages = stages_memory(shape, recipe, point, held)
+    stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
     flops = step_flops(shape, point, seq_len)
     rows = step_collectives(shape, recipe, point, held)
@@ -104,7 +105,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap)
-    return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid)
+    return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 
 def _as_float(point: Point) -> Point:
@@ -116,6 +117,10 @@ def _as_float(point: Point) -> Point:
     return replace(point, **arrays)
 
 
-def evaluate_layout(model, recipe, layout, hardware=None, **options) -> Cost:
-    """:func:`evaluate` for specs and a validated Layout (what the CLI and the api call)."""
-    return evaluate(Shape.of(model), recipe, Point.of(layout), hardware, **options)
+def evaluate_layout(model, recipe, layout, hardware=None, *, framework=None, **options) -> Cost:
+    """:func:`evaluate` for specs and a validated Layout (what the CLI and the api call); a framework
+    profile adds its overheads and, where the layout leaves it open, sets its pipeline split."""
+    point = Point.of(layout)
+    if framework is not None and layout.split is None:
+        point = replace(point, split=framework.split)
+    return evaluate(Shape.of(model), recipe, point, hardware, framework=framework, **options)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.formulas import memory as mem
-from costmodel.mathops import exact_div, maximum, where
+from costmodel.formulas import overheads as ov
+from costmodel.mathops import above_one, equals, exact_div, maximum, where
 from costmodel.parallel import data
 from costmodel.cost.stage import Stage, activation_bytes
 
@@ -68,17 +69,93 @@ def components(recipe, point, *, params, activation_bytes, weight_copies) -> dic
     return out
 
 
+FORWARD_BACKWARD, OPTIMIZER = "forward-backward", "optimizer step"
+#: overhead term -> the phases it is alive in, and whether its size is fitted (reserved, not allocated)
+OVERHEADS = {
+    "ddp_buckets": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "sp_gather_buffer": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "loss_upcast": ((FORWARD_BACKWARD,), False),
+    "zero1_gather": ((OPTIMIZER,), False),
+    "activation_reserve": ((FORWARD_BACKWARD,), True),
+    "reserve": ((FORWARD_BACKWARD, OPTIMIZER), True),
+}
+#: exact components alive during the optimizer step (activations and weight copies are freed)
+OPTIMIZER_STATE = tuple(STATE_BYTES)
+
+
+def overheads(framework, recipe, point, st: Stage, acts) -> dict:
+    """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
+    if framework is None or framework.exact:
+        return {}
+    out = {}
+    unsharded = equals(point.fsdp, 1)
+    if framework.ddp_buckets:
+        buckets = ov.ddp_bucket_bytes(params=st.params, grad_comm_bytes=recipe.grad_comm_bytes)
+        out["ddp_buckets"] = where(above_one(point.data), where(unsharded, buckets, 0), 0)
+    tokens = exact_div(point.tokens, point.cp)
+    if framework.sp_gather_buffer and point.sp:
+        out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
+            tokens=tokens, hidden=st.width, act_bytes=recipe.activation_bytes), 0)
+    if framework.loss_upcast and st.vocab:
+        out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
+            vocab=st.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes)
+    if framework.zero1_gather and point.zero in (1, 2):
+        out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
+            params=st.params, shards=point.fsdp, weight_bytes=recipe.weight_bytes or recipe.compute_bytes), 0)
+    if framework.activation_factor != 1:
+        out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
+                                                                factor=framework.activation_factor)
+    if framework.reserve_bytes:
+        out["reserve"] = framework.reserve_bytes
+    return out
+
+
 @dataclass(frozen=True)
 class StageMemory:
-    """What one device of one stage holds, and the numbers it was computed from."""
+    """What one device of one stage holds, and the numbers it was computed from.
+
+    ``components`` is the exact accounting; ``overheads`` the framework's terms. Peak memory is the
+    largest of the step's phases (forward-backward, optimizer step), not the sum of every term.
+    """
 
     stage: Stage
     activation_bytes: object  # A
     components: dict = field(default_factory=dict)
+    overheads: dict = field(default_factory=dict)
 
     @property
     def total_bytes(self):
+        """The exact accounting's total (state + weight copies + activations)."""
         return sum(self.components.values())
+
+    def phase_bytes(self, phase: str, *, fitted: bool = True):
+        """Bytes alive in ``phase``: exact components and the overheads alive then (fitted ones if asked)."""
+        names = self.components if phase == FORWARD_BACKWARD else OPTIMIZER_STATE
+        exact = sum(v for k, v in self.components.items() if k in names)
+        return exact + sum(v for k, v in self.overheads.items()
+                           if phase in OVERHEADS[k][0] and (fitted or not OVERHEADS[k][1]))
+
+    def _peak(self, fitted: bool):
+        if not self.overheads:
+            return self.total_bytes
+        return maximum(self.phase_bytes(FORWARD_BACKWARD, fitted=fitted), self.phase_bytes(OPTIMIZER, fitted=fitted))
+
+    @property
+    def peak_bytes(self):
+        """What the allocator holds allocated at the peak: the larger phase, named code terms only."""
+        return self._peak(False)
+
+    @property
+    def reserved_bytes(self):
+        """What the caching allocator reserves at the peak: the peak with the fitted terms."""
+        return self._peak(True)
+
+    @property
+    def peak_phase(self) -> str:
+        """The phase that peaks (a single layout)."""
+        if not self.overheads:
+            return FORWARD_BACKWARD
+        return max((FORWARD_BACKWARD, OPTIMIZER), key=self.phase_bytes)
 
     @property
     def activation_bytes_per_token(self):
@@ -95,28 +172,48 @@ class StageMemory:
         return sum(v for k, v in self.components.items() if k in STATE_BYTES)
 
 
-def stage_memory(shape, recipe, point, st: Stage) -> StageMemory:
-    """Components per device of one stage."""
+def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory:
+    """Components per device of one stage, and the framework's overheads."""
     acts = activation_bytes(st, point)
     copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st))
-    return StageMemory(st, acts, components(recipe, point, params=st.params, activation_bytes=acts,
-                                            weight_copies=copies))
+    parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies)
+    extra = overheads(framework, recipe, point, _Widths(st, shape), parts["activations"])
+    return StageMemory(st, acts, parts, extra)
 
 
-def stages_memory(shape, recipe, point, stages: list[Stage]) -> list[StageMemory]:
+@dataclass(frozen=True)
+class _Widths:
+    """A stage with the model widths the overhead terms read."""
+
+    stage: Stage
+    shape: object
+
+    def __getattr__(self, name):
+        return getattr(self.stage, name)
+
+    @property
+    def width(self):
+        return self.shape.width
+
+    @property
+    def vocab(self):
+        return self.shape.vocab if self.shape.attention else 0
+
+
+def stages_memory(shape, recipe, point, stages: list[Stage], framework=None) -> list[StageMemory]:
     """Memory of every stage (one layout) or of the three that contain the heaviest (arrays, formulas)."""
-    return [stage_memory(shape, recipe, point, st) for st in stages]
+    return [stage_memory(shape, recipe, point, st, framework) for st in stages]
 
 
 def heaviest_total(stages: list[StageMemory]):
-    """The largest total over the stages a layout has."""
+    """The largest peak (reserved, with the framework's terms) over the stages a layout has."""
     out = None
     for s in stages:
-        value = where(s.stage.role.exists, s.total_bytes, 0)
+        value = where(s.stage.role.exists, s.reserved_bytes, 0)
         out = value if out is None else maximum(out, value)
     return out
 
 
 def heaviest(stages: list[StageMemory]) -> StageMemory:
     """The heaviest stage of a single layout (the first of equals)."""
-    return max(stages, key=lambda s: s.total_bytes)
+    return max(stages, key=lambda s: s.reserved_bytes)

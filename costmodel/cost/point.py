@@ -43,6 +43,7 @@ class Point:
     flash: bool = True
     norm_stats: bool = True
     schedule: str = "1f1b"
+    split: str = "even"  # layers over pipeline stages: even or compute-balanced
     cp_kind: str = "ring"
     tp_ends: str = "vocab-parallel"
     reshard_after_forward: bool = True
@@ -50,8 +51,8 @@ class Point:
     @classmethod
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
-        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name != "microbatches"}
-        return cls(microbatches=layout.m, **values)
+        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name not in ("microbatches", "split")}
+        return cls(microbatches=layout.m, split=layout.split or "even", **values)
 
     def symbolic(self) -> "Point":
         """Letters for every quantity that is not trivial (1; 0 tokens); the activation fraction exact."""

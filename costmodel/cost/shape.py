@@ -124,6 +124,18 @@ class Shape:
             return 0
         return (2 if self.gated else 1) * self.width * self.mlp_width
 
+    def split_costs(self):
+        """(c, c_o): what a compute-balanced pipeline split weighs a layer and the output layer by.
+
+        nanotron's weights: 4 a d_h D + 3 F D per decoder layer (its matmul weights for MHA with a
+        gated MLP), V D for the output layer (huggingface/nanotron@67c5ebb6 src/nanotron/models/llama.py
+        L913-925). The FFN stack has no output layer: (its block's parameters, 0).
+        """
+        if not self.attention:
+            return self.block_params(), 0
+        mlp = (3 if self.gated else 2) * self.mlp_width * self.width
+        return 4 * self.heads * self.head_dim * self.width + mlp, self.vocab * self.width
+
     # ---- FLOPs ------------------------------------------------------------------------------
     def layer_forward_flops_per_token(self, seq_len=None):
         if not self.attention:

@@ -48,3 +48,17 @@ def p2p_bytes_per_microbatch(*, tokens, hidden, act_bytes, tp=1, sp=False):
     """Bytes one stage sends to the next per micro-batch: the T x h activation (b_a T h, / t with SP);
     the backward pass sends its gradient back, the same size."""
     return act_bytes * tokens * hidden / (tp if sp else 1)
+
+
+def balanced_stage_end(*, stage, stages, layers, layer_cost, output_cost):
+    """Layers on stages 0..i under a compute-balanced split: min(L, floor((i + 1) C / (p c)) + 1).
+
+    nanotron gives each pipeline block a cost (a decoder layer c = 4 a d_h D + 3 F D, the output
+    layer c_o = V D, everything else 0), walks the blocks in order and moves to the next stage
+    after the block whose cumulative cost exceeds (i + 1) C / p, C = L c + c_o. Layer j (1-based)
+    has cumulative cost j c, so stage i ends at the first j with j c > (i + 1) C / p.
+    Source: huggingface/nanotron@67c5ebb6 src/nanotron/models/base.py L211-235 (build_model) and
+    src/nanotron/models/llama.py L913-925 (get_block_compute_costs).
+    """
+    total = layers * layer_cost + output_cost
+    return minimum(layers, (stage + 1) * total // (stages * layer_cost) + 1)

@@ -47,6 +47,10 @@ class Layout(Spec):
     schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] = Field("1f1b", description="pipeline schedule")
     microbatches: Steps | None = Field(
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
+    split: Literal["even", "compute"] | None = Field(
+        None, description="the framework's default (even when none) or: layers over pipeline stages: even (Megatron: L/p each, the first L mod p one more) "
+        "or compute (nanotron: balanced by matmul weights, the output layer counting as V D, so the first "
+        "stages take more layers)")
     chunks: Steps = Field(1, description="v: model chunks per device (interleaved 1F1B)")
     cp_kind: Literal["ring", "a2a"] = Field("ring", description="context parallel: ring attention or all-to-all")
     tp_ends: Literal["vocab-parallel", "replicated"] = Field(

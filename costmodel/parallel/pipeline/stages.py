@@ -39,8 +39,22 @@ def representative_stages(pp) -> list[StageRole]:
             StageRole(None, single, 1)]
 
 
-def stage_layers(layers, pp, role: StageRole):
-    """Layers on a stage: L // p each, the first L % p stages one more (checks reject p > L)."""
+def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
+    """Layers on a stage (checks reject p > L).
+
+    ``even``: L // p each, the first L % p stages one more (Megatron's uniform split).
+    ``compute``: balanced by compute, ``costs`` = (c, c_o), the cost of a layer and of the output
+    layer (:func:`~costmodel.formulas.pipeline.balanced_stage_end`); the first stages take more layers
+    because the last also runs the output layer. Arrays and formulas see stage 1 as the middle one.
+    """
+    if split == "compute":
+        def end(i):
+            return pl.balanced_stage_end(stage=i, stages=pp, layers=layers, layer_cost=costs[0], output_cost=costs[1])
+        if role.index == 0:
+            return end(0)
+        if role.index is None:
+            return layers - where(above_one(pp), end(pp - 2), 0)
+        return end(role.index) - end(role.index - 1)
     if role.index == 0:
         return ceil_div(layers, pp)
     if role.index is None:

@@ -1,0 +1,143 @@
+"""Fit nanotron's two reserved-memory constants to the Ultra-Scale Playbook's 1B and 3B runs.
+
+    python benchmarks/fit_memory_nanotron.py [CSV]      # default ../shared/data/training-runs/...
+
+The data (``gpu_mem_GB``) is torch.cuda.max_memory_reserved() / 2^30 of world rank 0, the first
+pipeline stage (huggingface/nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776). cost4d
+predicts that stage's reserved peak with the ``nanotron`` profile; two constants are fitted: a
+(reserved bytes per byte of saved activations) and r (a constant reserve). Prints in-sample and
+leave-one-model-out median |error|, and the fits/OOM confusion matrix at the H100's usable HBM over
+every run of the sweep (heaviest stage, plus what lives outside torch's allocator).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from costmodel.cost.evaluate import evaluate_layout  # noqa: E402
+from costmodel.cost.memory import FORWARD_BACKWARD, OPTIMIZER  # noqa: E402
+from costmodel.errors import CostModelError  # noqa: E402
+from costmodel.specs.framework import FRAMEWORKS  # noqa: E402
+from costmodel.specs.layout import Layout  # noqa: E402
+from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "training-runs" / "ultrascale_playbook_1b_3b.csv"
+GIB = 2**30
+SEQ = 4096
+
+
+@dataclass(frozen=True)
+class Run:
+    model: str
+    row: dict
+    ok: bool
+    measured: float | None  # bytes reserved on rank 0
+    first: tuple | None  # (forward-backward bytes without fitted terms, activations, optimizer-phase bytes)
+    heaviest: list | None  # the same for every stage
+    error: str | None = None
+
+
+def layout_of(row: dict) -> Layout:
+    """A sweep row as cost4d's layout: ZeRO-1 shards over the data axis, ZeRO-0 replicates (DDP)."""
+    dp, tp, pp, zero, mbs, acc = (int(row[k]) for k in ("dp", "tp", "pp", "zero", "mbs", "grad_acc"))
+    return Layout(fsdp=dp if zero else 1, dp=1 if zero else dp, zero=1 if zero else 3, tp=tp, sp=tp > 1, pp=pp,
+                  tokens=mbs * SEQ, schedule="1f1b", microbatches=acc if pp > 1 else None,
+                  grad_accum=1 if pp > 1 else acc)
+
+
+def _parts(stage):
+    return (stage.phase_bytes(FORWARD_BACKWARD, fitted=False), stage.components["activations"],
+            stage.phase_bytes(OPTIMIZER, fitted=False))
+
+
+def runs(path=DATA, framework=None) -> list[Run]:
+    """Every row of the sweep with what the unfitted profile predicts for it."""
+    framework = framework or FRAMEWORKS["nanotron"].model_copy(update={"activation_factor": 1.0, "reserve_bytes": 0.0})
+    recipe = load_recipe(framework.recipe)
+    models = {"1B": load_model("nanotron-1b"), "3B": load_model("nanotron-3b")}
+    out = []
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            ok = row["status"] == "ok"
+            measured = float(row["gpu_mem_GB"]) * GIB if ok else None
+            try:
+                cost = evaluate_layout(models[row["model"]], recipe, layout_of(row), framework=framework)
+            except (CostModelError, ValueError) as err:
+                out.append(Run(row["model"], row, ok, measured, None, None, str(err)))
+                continue
+            out.append(Run(row["model"], row, ok, measured, _parts(cost.stages[0]), [_parts(s) for s in cost.stages]))
+    return out
+
+
+def predict(parts, a, r):
+    fb, acts, opt = parts
+    return max(fb + (a - 1) * acts, opt) + r
+
+
+def errors(sample, a, r) -> list[float]:
+    return [predict(x.first, a, r) / x.measured - 1 for x in sample]
+
+
+def fit(sample) -> tuple[float, float]:
+    """a on a grid, r the median gap for that a; the pair with the smallest median |error|."""
+    best = None
+    for step in range(0, 301):
+        a = 1 + step / 100
+        r = max(0.0, statistics.median(x.measured - predict(x.first, a, 0) for x in sample))
+        score = statistics.median(abs(e) for e in errors(sample, a, r))
+        if best is None or score < best[0]:
+            best = (score, a, r)
+    return best[1], best[2]
+
+
+def median_abs(values) -> float:
+    return statistics.median(abs(v) for v in values)
+
+
+def confusion(all_runs, a, r, capacity, outside) -> dict:
+    """fits/OOM predicted (heaviest stage reserved + outside the allocator <= capacity) vs what happened."""
+    table = {"fits_ok": 0, "fits_crashed": 0, "oom_ok": 0, "oom_crashed": 0, "refused_ok": 0, "refused_crashed": 0}
+    for x in all_runs:
+        if x.heaviest is None:
+            verdict = "refused"
+        else:
+            peak = max(predict(p, a, r) for p in x.heaviest) + outside
+            verdict = "fits" if peak <= capacity else "oom"
+        table[f"{verdict}_{'ok' if x.ok else 'crashed'}"] += 1
+    return table
+
+
+def main(argv: list[str]) -> None:
+    path = Path(argv[0]) if argv else DATA
+    every = runs(path)
+    sample = [x for x in every if x.ok and x.first is not None]
+    a, r = fit(sample)
+    print(f"fitted on {len(sample)} runs ({path.name}): activation_factor a = {a:.2f}, reserve r = {r / GIB:.2f} GiB")
+    print(f"unfitted (a = 1, r = 0): median |error| {median_abs(errors(sample, 1, 0)):.1%}, "
+          f"median error {statistics.median(errors(sample, 1, 0)):+.1%}")
+    print(f"in-sample: median |error| {median_abs(errors(sample, a, r)):.1%}")
+    for held in ("1B", "3B"):
+        train = [x for x in sample if x.model != held]
+        test = [x for x in sample if x.model == held]
+        ha, hr = fit(train)
+        print(f"leave {held} out: fitted on the other ({ha:.2f}, {hr / GIB:.2f} GiB), "
+              f"median |error| on {held} {median_abs(errors(test, ha, hr)):.1%} (in-sample {median_abs(errors(test, a, r)):.1%})")
+    h100 = load_hardware("h100-sxm")
+    framework = FRAMEWORKS["nanotron"]
+    table = confusion(every, a, r, h100.hbm.usable_bytes, framework.outside_allocator_bytes)
+    runnable = {k: v for k, v in table.items() if not k.startswith("refused")}
+    right = table["fits_ok"] + table["oom_crashed"]
+    print(f"fits/OOM at usable {h100.hbm.usable_bytes / GIB:.1f} GiB less {framework.outside_allocator_bytes / GIB:.2f} "
+          f"GiB outside the allocator: {table}; accuracy over runs cost4d accepts "
+          f"{right / sum(runnable.values()):.1%}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
