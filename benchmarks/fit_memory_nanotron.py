@@ -53,8 +53,8 @@ def layout_of(row: dict) -> Layout:
 
 
 def _parts(stage):
-    return (stage.phase_bytes(FORWARD_BACKWARD, fitted=False), stage.components["activations"],
-            stage.phase_bytes(OPTIMIZER, fitted=False))
+    """(reserved in forward-backward, activations, reserved in the optimizer step), before the fitted terms."""
+    return (stage.phase_bytes(FORWARD_BACKWARD), stage.components["activations"], stage.phase_bytes(OPTIMIZER))
 
 
 def runs(path=DATA, framework=None) -> list[Run]:

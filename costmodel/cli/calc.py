@@ -8,6 +8,7 @@ import typer
 
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_layout
+from costmodel.errors import CostModelError
 from costmodel.inputs import bounds
 from costmodel.inputs.numbers import whole
 from costmodel.units import UnitSystem
@@ -16,7 +17,8 @@ from costmodel.units import UnitSystem
 @with_layout(*MEMORY)
 def memory(
     model: o.ModelOpt,
-    recipe: o.RecipeOpt = "cs336",
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
     hardware: o.HardwareOpt = None,
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
@@ -26,16 +28,23 @@ def memory(
 ) -> None:
     """Memory per device by component: weights, master, gradients, optimizer, activations.
 
+    With --framework, the framework's buffers and transients too, the phase that peaks (forward-backward
+    or optimizer step) and the caching allocator's reserve; with --hardware, whether it fits.
+
     Example: cost4d memory --model xxl --fsdp 38 --tokens 4096 --shard-activations 0.5 --symbolic
+    Example: cost4d memory --model nanotron-1b --framework nanotron --pp 2 --fsdp 4 --zero 1 --tokens 16384 --microbatches 16 --hardware h100-sxm
     """
     from costmodel.cost.capacity import capacity_bytes, devices_worth
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.memory import memory as report
-    from costmodel.specs.load import load_hardware, load_model, load_recipe
+    from costmodel.specs.load import load_framework, load_hardware, load_model, load_recipe
 
-    spec, rec = load_model(model), load_recipe(recipe)
+    frame = load_framework(framework)
+    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
     device = load_hardware(hardware or "h100-sxm")
-    cost = evaluate_layout(spec, rec, layout)
+    if symbolic and not frame.exact:
+        raise CostModelError("--symbolic prints the exact accounting; drop --framework (the overheads are numbers)")
+    cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
     worth = devices_worth(cost.state_bytes_unsharded, device)
     report(cost, layout, device, worth, capacity_bytes(device), fits=hardware is not None, units=units, as_json=as_json,
            formula=_formula(spec, rec, layout) if symbolic else None)

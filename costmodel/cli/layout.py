@@ -22,10 +22,10 @@ OPTIONS = {
     "my": (o.MyOpt, 1), "recompute": (o.RecomputeOpt, "none"), "flash": (o.FlashOpt, True),
     "schedule": (o.ScheduleOpt, "1f1b"), "microbatches": (o.MicroOpt, None), "chunks": (o.ChunksOpt, 1),
     "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
-    "tp_ends": (o.TpEndsOpt, "vocab-parallel"),
+    "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
 }
 MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
-          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends")
+          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split")
 
 
 def build_layout(fixed: dict | None = None, **values):

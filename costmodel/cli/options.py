@@ -21,6 +21,10 @@ ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", metavar="NAME|FILE", help="Built-in model name (see `cost4d models`) or a spec file (.toml/.json).")]
 RecipeOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
     help="Precision recipe: cs336 (default, 16 B/param), zero, megatron, scaling-book, or a file.")]
+FrameworkOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
+    help="What the training framework adds to the exact accounting: exact (default: state and saved "
+    "tensors only, as PyTorch's hooks see them) or nanotron (its buffers, fp32 loss, compute-balanced "
+    "stages and fitted allocator reserve; sets --recipe megatron), or a profile file.")]
 HardwareOpt = Annotated[Optional[str], typer.Option(metavar="NAME|FILE",
     help="Device name (see `cost4d hardware`) or a hardware spec file.")]
 TokensOpt = Annotated[int, typer.Option(parser=whole(0, bounds.TOKENS), metavar="TOKENS",
@@ -81,6 +85,10 @@ FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 ScheduleOpt = Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
     help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
+SplitOpt = Annotated[Optional[str], typer.Option(metavar="even|compute",
+    help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more) or compute "
+    "(nanotron: balanced by matmul weights with the output layer as V D, so early stages take more); "
+    "default the --framework's (even for exact).", rich_help_panel=_ADV)]
 MicroOpt = Annotated[Optional[int], typer.Option(**STEPS,
     help="Micro-batches per step (default: --pp).", rich_help_panel=_ADV)]
 ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device for --schedule interleaved.",

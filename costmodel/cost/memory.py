@@ -12,6 +12,7 @@ from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, where
 from costmodel.parallel import data
+from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
@@ -70,15 +71,21 @@ def components(recipe, point, *, params, activation_bytes, weight_copies) -> dic
 
 
 FORWARD_BACKWARD, OPTIMIZER = "forward-backward", "optimizer step"
-#: overhead term -> the phases it is alive in, and whether its size is fitted (reserved, not allocated)
+#: overhead term -> the phases it is allocated in, and whether its size is fitted (reserved, not allocated)
 OVERHEADS = {
     "ddp_buckets": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "sp_gather_buffer": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
+    "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
     "reserve": ((FORWARD_BACKWARD, OPTIMIZER), True),
 }
+#: terms whose one flat block is larger than any activation the allocator frees before it: it gets a
+#: segment of its own, which the caching allocator keeps reserved through every later phase
+#: (torch.cuda caching allocator: freed blocks are cached, not returned, and a request larger than
+#: every cached free block maps a new segment; docs 'CUDA semantics: memory management').
+CACHED_SEGMENTS = ("zero1_gather",)
 #: exact components alive during the optimizer step (activations and weight copies are freed)
 OPTIMIZER_STATE = tuple(STATE_BYTES)
 
@@ -102,6 +109,10 @@ def overheads(framework, recipe, point, st: Stage, acts) -> dict:
     if framework.zero1_gather and point.zero in (1, 2):
         out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
             params=st.params, shards=point.fsdp, weight_bytes=recipe.weight_bytes or recipe.compute_bytes), 0)
+    if framework.optimizer_step == "foreach":
+        shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
+        out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
+            params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
     if framework.activation_factor != 1:
         out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
                                                                 factor=framework.activation_factor)
@@ -129,11 +140,13 @@ class StageMemory:
         return sum(self.components.values())
 
     def phase_bytes(self, phase: str, *, fitted: bool = True):
-        """Bytes alive in ``phase``: exact components and the overheads alive then (fitted ones if asked)."""
+        """Bytes in ``phase``: exact components and the overheads allocated then; ``fitted``: what the
+        allocator reserves (the fitted terms, and cached segments of earlier phases) instead."""
         names = self.components if phase == FORWARD_BACKWARD else OPTIMIZER_STATE
         exact = sum(v for k, v in self.components.items() if k in names)
         return exact + sum(v for k, v in self.overheads.items()
-                           if phase in OVERHEADS[k][0] and (fitted or not OVERHEADS[k][1]))
+                           if (phase in OVERHEADS[k][0] or (fitted and k in CACHED_SEGMENTS))
+                           and (fitted or not OVERHEADS[k][1]))
 
     def _peak(self, fitted: bool):
         if not self.overheads:
@@ -147,7 +160,7 @@ class StageMemory:
 
     @property
     def reserved_bytes(self):
-        """What the caching allocator reserves at the peak: the peak with the fitted terms."""
+        """What the caching allocator reserves at the peak: the fitted terms and the cached segments too."""
         return self._peak(True)
 
     @property

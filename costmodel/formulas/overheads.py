@@ -72,3 +72,14 @@ def nccl_buffer_bytes(*, communicators, channels, buffsize):
     #nccl-buffsize) for the Simple protocol; LL and LL128 buffers are smaller and not counted.
     """
     return communicators * channels * 2 * buffsize
+
+
+def foreach_optimizer_bytes(*, params, state_bytes):
+    """torch's foreach AdamW/Adam step: one temporary the size of the parameters it updates, b_s P.
+
+    _multi_tensor_adam computes exp_avg_sq.sqrt() for every parameter at once (torch._foreach_sqrt)
+    before dividing in place (torch/optim/adamw.py, adam.py: _multi_tensor_adam); the fused and the
+    single-tensor steps keep no such list. P here is what this device's optimizer updates (its
+    ZeRO shard). Measured on CPU in tests/test_framework_memory.py.
+    """
+    return state_bytes * params

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.cost.memory import weight_copy_kind
+from costmodel.cost.memory import OVERHEADS, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.units import UnitSystem, format_bytes
@@ -15,16 +15,37 @@ COMPONENT_LABELS = {
     "weight_copies": "weight copies saved for backward",
     "activations": "activations saved for backward",
 }
+OVERHEAD_LABELS = {
+    "ddp_buckets": "DDP gradient buckets",
+    "sp_gather_buffer": "SP all-gather buffer",
+    "loss_upcast": "logits cast to fp32 for the loss",
+    "zero1_gather": "ZeRO-1 parameter all-gather buffers",
+    "optimizer_temporaries": "foreach optimizer temporaries",
+    "activation_reserve": "allocator reserve on activations (fitted)",
+    "reserve": "allocator reserve (fitted)",
+}
+
+
+def _needed(cost) -> float:
+    """What the heaviest stage needs of the device: reserved peak plus what lives outside the allocator."""
+    outside = cost.framework.outside_allocator_bytes if cost.framework is not None else 0
+    return cost.heaviest.reserved_bytes + outside
 
 
 def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     """The JSON of `cost4d memory` (raw bytes)."""
     top = cost.heaviest
     out = {
-        "model": cost.shape.name, "recipe": cost.recipe.name, "layout": layout.model_dump(),
+        "model": cost.shape.name, "recipe": cost.recipe.name, "layout": {**layout.model_dump(), "split": cost.point.split},
         "params": cost.params, "params_per_device": top.stage.params,
         "components": {k: number(v) for k, v in top.components.items()},
         "total_bytes": number(top.total_bytes),
+        "framework": cost.framework.name if cost.framework is not None else "exact",
+        "overheads": {k: {"bytes": number(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
+                      for k, v in top.overheads.items() if v},
+        "peak_bytes": number(top.peak_bytes), "reserved_bytes": number(top.reserved_bytes),
+        "peak_phase": top.peak_phase,
+        "outside_allocator_bytes": number(cost.framework.outside_allocator_bytes) if cost.framework else 0,
         "state_bytes_unsharded": number(cost.state_bytes_unsharded),
         "activation_bytes_per_token": number(top.stage.activation_bytes_per_token),
         "weight_copies": weight_copy_kind(cost.recipe, cost.point),
@@ -33,13 +54,15 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
                                         "ratio": r.ratio, "devices": r.devices} for r in worth]},
     }
     if fits:
-        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "fits": top.total_bytes <= capacity}
+        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(_needed(cost)),
+                       "fits": _needed(cost) <= capacity}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
                            "chunks": layout.chunks, "bubble_fraction": cost.bubble,
                            "p2p_bytes_per_microbatch": number(cost.p2p_bytes_per_microbatch)}
         out["stages"] = [{"stage": s.stage.role.index, "layers": s.stage.layers, "params_per_device": s.stage.params,
-                          "activation_bytes": number(s.activation_bytes), "total_bytes": number(s.total_bytes)}
+                          "activation_bytes": number(s.activation_bytes), "total_bytes": number(s.total_bytes),
+                          "reserved_bytes": number(s.reserved_bytes)}
                          for s in cost.stages]
     return out
 
@@ -67,8 +90,20 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
             continue
         label = COMPONENT_LABELS[name] + (f" ({kind})" if name == "weight_copies" else "")
         t.add_row(label, f"{value:,.0f}", in_units(value, units))
-    t.add_row("[bold]total[/]", f"[bold]{top.total_bytes:,.0f}[/]", f"[bold]{in_units(top.total_bytes, units)}[/]")
+    label = "total" if not top.overheads else "total, exact accounting"
+    t.add_row(f"[bold]{label}[/]", f"[bold]{top.total_bytes:,.0f}[/]", f"[bold]{in_units(top.total_bytes, units)}[/]")
+    if top.overheads:
+        for name, value in top.overheads.items():
+            if not value:
+                continue
+            t.add_row(f"+ {OVERHEAD_LABELS[name]} [{'/'.join(OVERHEADS[name][0])}]", f"{value:,.0f}", in_units(value, units))
+        t.add_row(f"peak allocated ({top.peak_phase})", f"{top.peak_bytes:,.0f}", in_units(top.peak_bytes, units))
+        t.add_row("[bold]peak reserved[/]", f"[bold]{top.reserved_bytes:,.0f}[/]",
+                  f"[bold]{in_units(top.reserved_bytes, units)}[/]")
     out.print(t)
+    if cost.framework is not None:
+        out.print(f"Framework [bold]{cost.framework.name}[/]: peak is the larger phase, not the sum of every term; "
+                  f"fitted on {cost.framework.fitted_on or 'nothing'}.")
     if layout.pp > 1:
         _print_stages(out, cost, data["pipeline"], units)
     per_token = top.stage.activation_bytes_per_token
@@ -81,7 +116,9 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
         out.print(f"  = {r.ratio:.2f} -> {r.devices} x {hardware.name} at {r.label}")
     if fits:
         verdict = "fits" if data["fits"]["fits"] else "does NOT fit"
-        out.print(f"Per-device total {format_bytes(top.total_bytes, units)} {verdict} in "
+        outside = data["outside_allocator_bytes"]
+        extra = f" (reserved + {format_bytes(outside, units)} outside the allocator)" if outside else ""
+        out.print(f"Per-device need {format_bytes(_needed(cost), units)}{extra} {verdict} in "
                   f"{hardware.name}'s {format_bytes(capacity, units)}")
     out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
 
@@ -97,7 +134,7 @@ def _print_stages(out, cost, pipe: dict, units) -> None:
         i = s.stage.role.index
         role = ", ".join(r for r, on in (("first", i == 0), ("last", i == last), ("heaviest", i == heaviest)) if on)
         t.add_row(str(i), str(s.stage.layers), f"{s.stage.params:,}", in_units(s.activation_bytes, units),
-                  in_units(s.total_bytes, units), role)
+                  in_units(s.reserved_bytes, units), role)
     out.print(t)
     out.print(f"The table above is stage {heaviest}, the heaviest.")
 

@@ -163,8 +163,8 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
         for s in steps:
             body = f"$ {sp.latex(s.formula)} $" if s.formula is not None else ""
-            text = [_latex_text(part) for part in (s.title, s.values, s.result)]
-            lines.append(rf"  \item {text[0]}: {body} {text[1]} \quad \textbf{{{text[2]}}}".rstrip())
+            parts = [_latex_text(part) for part in (s.title, s.values, s.result)]
+            lines.append(rf"  \item {parts[0]}: {body} {parts[1]} \quad \textbf{{{parts[2]}}}".rstrip())
         lines.append(r"\end{enumerate}")
         lines.append(r"Conventions: " + "; ".join(_latex_text(c) for c in conventions) + ".")
         return "\n".join(lines)

@@ -29,6 +29,8 @@ class Framework(Spec):
     zero1_gather: bool = Field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
     loss_upcast: bool = Field(False, description="logits cast to fp32 for the loss (the low-precision copy alive too)")
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
+    optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
+        "fused", description="how the optimizer steps: foreach keeps one parameter-sized temporary")
     activation_factor: Annotated[float, Field(ge=1, le=10)] = Field(
         1.0, description="a: reserved bytes per byte of saved activations (fitted)")
     reserve_bytes: Annotated[float, Field(ge=0, le=2**40)] = Field(
@@ -68,9 +70,14 @@ FRAMEWORKS: dict[str, Framework] = {
             "SP, 1F1B, compute-balanced stages, fp32 loss",
             recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast=True,
             sp_gather_buffer=True,
-            activation_factor=1.0, reserve_bytes=0.0,
+            # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak)
+            activation_factor=1.28, reserve_bytes=197_012_480,
+            # declared, not fitted (the sweep's reserved memory excludes them): a CUDA 12 context with
+            # lazy module loading, about 0.5 GiB; NCCL Simple buffers for the world, dp, tp and pp groups
             context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32,
-            fitted_on="",
+            fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
+            "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "
+            "the first pipeline stage: nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776)",
             source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), trainer.py L797-799 "
             "(DDP at ZeRO-0 only), models/base.py L211-235 (split), models/llama.py L874-925 (fp32 logits)",
         ),

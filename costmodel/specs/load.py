@@ -198,3 +198,17 @@ def load_recipe(name: str):
     if name not in RECIPES:
         raise _unknown("recipe", name, list(RECIPES))
     return RECIPES[name]
+
+
+def load_framework(name: str):
+    """A named framework profile, or a profile file (TOML/JSON with the Framework fields)."""
+    from costmodel.specs.framework import FRAMEWORKS, Framework
+
+    if _is_path(name):
+        path = Path(name)
+        data = read_file(path)
+        data.setdefault("name", path.stem)
+        return validate(Framework, data, str(path))
+    if name not in FRAMEWORKS:
+        raise _unknown("framework", name, list(FRAMEWORKS))
+    return FRAMEWORKS[name]

@@ -7,7 +7,7 @@ traffic: :func:`collectives`; rules: :func:`checks`.
 from __future__ import annotations
 
 from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatch
-from costmodel.mathops import above_one, exact_div, indicator
+from costmodel.mathops import ceil_div, above_one, exact_div, indicator
 from costmodel.parallel.collective import Collective, Rule, present
 from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers
 
@@ -21,7 +21,20 @@ def checks(shape, point) -> list[Rule]:
                  lambda: f"--pp {point.pp} is more than the model's {shape.layers} layers"),
             Rule(point.pp * point.chunks <= shape.layers,
                  lambda: f"--pp {point.pp} x --chunks {point.chunks} = {point.pp * point.chunks} model chunks, "
-                 f"more than the model's {shape.layers} layers")]
+                 f"more than the model's {shape.layers} layers")] + _compute_split_rules(shape, point)
+
+
+def _compute_split_rules(shape, point) -> list[Rule]:
+    """A compute-balanced split must leave every stage a block: the final norm and output layer sit on
+    stage ceil(L c p / C) - 1 and the loss on the next, so ceil(L c p / C) >= p - 1 (C = L c + c_o).
+    nanotron asserts otherwise (models/base.py L211-235 leaves the last ranks without a PipelineBlock)."""
+    if point.split != "compute":
+        return []
+    layer, output = shape.split_costs()
+    total = shape.layers * layer + output
+    used = ceil_div(shape.layers * layer * point.pp, total) + 1  # stages that get a block
+    return [Rule(used >= point.pp, lambda: f"--pp {point.pp} with --split compute leaves the last "
+                 f"{point.pp - used} stage(s) without a layer, the output layer or the loss; use --pp <= {used}")]
 
 
 def bubble(point):
