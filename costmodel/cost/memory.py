@@ -165,10 +165,10 @@ class StageMemory:
 
     @property
     def peak_phase(self) -> str:
-        """The phase that peaks (a single layout)."""
+        """The phase whose allocated bytes peak (a single layout)."""
         if not self.overheads:
             return FORWARD_BACKWARD
-        return max((FORWARD_BACKWARD, OPTIMIZER), key=self.phase_bytes)
+        return max((FORWARD_BACKWARD, OPTIMIZER), key=lambda phase: self.phase_bytes(phase, fitted=False))
 
     @property
     def activation_bytes_per_token(self):

@@ -1,0 +1,249 @@
+"""Framework profiles (issue 10): each overhead term pinned to its source, the nanotron split and
+models pinned to nanotron's code, the fitted constants and the README's figures pinned to the fit."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costmodel.cost.evaluate import evaluate, evaluate_layout
+from costmodel.cost.memory import FORWARD_BACKWARD, OPTIMIZER
+from costmodel.cost.point import Point
+from costmodel.cost.shape import Shape
+from costmodel.parallel.pipeline.stages import every_stage, stage_layers
+from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_model, load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT.parent / "shared" / "data" / "training-runs" / "ultrascale_playbook_1b_3b.csv"
+NANOTRON = FRAMEWORKS["nanotron"]
+MEGATRON = load_recipe("megatron")
+
+
+# ---- nanotron's split and models, transcribed from its code -------------------------------------
+
+def nanotron_split(layers, pp, layer_cost, output_cost):
+    """huggingface/nanotron@67c5ebb6 src/nanotron/models/base.py L211-235, line by line: the blocks
+    are embedding (0), L decoder layers, final norm (0), lm_head (V D), cast (0), loss (0)."""
+    costs = [0] + [layer_cost] * layers + [0, output_cost, 0, 0]
+    cumulative = np.cumsum(costs)
+    thresholds = [cumulative[-1] * ((rank + 1) / pp) for rank in range(pp)]
+    rank, placed = 0, []
+    for cost, total in zip(costs, cumulative):
+        placed.append(rank)
+        if total > thresholds[rank]:
+            rank += 1
+    per_stage = [0] * pp
+    for index in range(1, layers + 1):
+        per_stage[placed[index]] += 1
+    return per_stage, max(placed) + 1
+
+
+@pytest.mark.parametrize("name", ["nanotron-1b", "nanotron-3b", "nanotron-8b", "nanotron-80b", "llama3-8b", "gpt2"])
+def test_compute_split_is_nanotrons_walk(name):
+    shape = Shape.of(load_model(name))
+    c, c_o = shape.split_costs()
+    for pp in range(1, min(shape.layers, 40) + 1):
+        expected, used = nanotron_split(shape.layers, pp, c, c_o)
+        if used < pp:  # nanotron leaves ranks without a block: cost4d refuses the layout
+            with pytest.raises(Exception, match="without a layer"):
+                evaluate(shape, MEGATRON, Point(pp=pp, microbatches=pp, split="compute"))
+            continue
+        assert [stage_layers(shape.layers, pp, r, "compute", (c, c_o)) for r in every_stage(pp)] == expected
+
+
+def test_compute_split_arrays_match_single_layouts():
+    """The planner's arrays see the first, second and last stage as single layouts do."""
+    shape = Shape.of(load_model("nanotron-3b"))
+    pps = np.array([1, 2, 4, 7, 8, 14, 16])
+    point = Point(pp=pps, microbatches=pps, split="compute", tokens=np.full(len(pps), 4096))
+    arrays = evaluate(shape, MEGATRON, point, framework=NANOTRON)
+    for i, pp in enumerate(pps.tolist()):
+        one = evaluate(shape, MEGATRON, Point(pp=pp, microbatches=pp, split="compute", tokens=4096), framework=NANOTRON)
+        assert arrays.stages[0].stage.layers[i] == one.stages[0].stage.layers
+        assert arrays.stages[-1].stage.layers[i] == one.stages[-1].stage.layers
+        assert arrays.memory_bytes[i] == pytest.approx(one.memory_bytes, rel=1e-12)
+
+
+def generator_params(layers, hidden, heads, intermediate, tied, vocab=131072):
+    """nanotron@e24d2483 scripts/scaling_benchmarks.py L20-32 (its estimate, which leaves out the norms)."""
+    qkv_params = 4 * hidden * hidden  # MHA: q, k, v, o (NUM_KEY_VALUE_HEADS None)
+    embeddings = vocab * hidden if tied else 2 * vocab * hidden
+    return embeddings + layers * (3 * hidden * intermediate + qkv_params)
+
+
+@pytest.mark.parametrize("name, dims, total", [
+    ("nanotron-1b", (16, 2048, 32, 8192, True), "1.34G"),
+    ("nanotron-3b", (28, 3072, 32, 8192, True), "3.57G"),
+    ("nanotron-8b", (32, 4096, 32, 14336, False), "8.86G"),
+    ("nanotron-80b", (80, 8192, 64, 28672, False), "80.0G"),
+])
+def test_sweep_models_match_the_generator(name, dims, total):
+    """Parameters = the generator's estimate + the (2L + 1) RMSNorm weights it leaves out; the
+    sweep's run names give the rounded totals (e.g. '1.34G_dp8_tp1_...')."""
+    layers, hidden = dims[0], dims[1]
+    params = Shape.of(load_model(name)).total_params()
+    assert params == generator_params(*dims) + (2 * layers + 1) * hidden
+    assert f"{params / 1e9:.3g}G" == total.replace("80.0G", "80G")
+
+
+# ---- each overhead term ----------------------------------------------------------------------
+
+def cost_of(framework=NANOTRON, model="nanotron-1b", **layout):
+    return evaluate_layout(load_model(model), MEGATRON, Layout(**layout), framework=framework)
+
+
+def test_exact_profile_adds_nothing():
+    exact = cost_of(FRAMEWORKS["exact"], fsdp=4, zero=1, tokens=4096)
+    plain = evaluate_layout(load_model("nanotron-1b"), MEGATRON, Layout(fsdp=4, zero=1, tokens=4096))
+    assert exact.memory_bytes == plain.memory_bytes == plain.heaviest.total_bytes
+
+
+def test_ddp_buckets_only_when_ddp_replicates():
+    """nanotron's trainer wraps DDP at ZeRO-0 with dp > 1 only: 2 P bf16 buckets."""
+    ddp = cost_of(dp=8, tokens=4096).heaviest
+    assert ddp.overheads["ddp_buckets"] == 2 * ddp.stage.params
+    assert cost_of(fsdp=8, zero=1, tokens=4096).heaviest.overheads["ddp_buckets"] == 0
+    assert cost_of(tokens=4096).heaviest.overheads["ddp_buckets"] == 0
+
+
+def test_zero1_gather_is_reserved_through_the_next_forward():
+    """2 P (1 + 1/N), allocated in the optimizer step; its segment stays reserved (peak_bytes vs reserved_bytes)."""
+    top = cost_of(fsdp=8, zero=1, tokens=4096).heaviest
+    gather = top.overheads["zero1_gather"]
+    assert gather == 2 * top.stage.params * (1 + 1 / 8)
+    assert top.phase_bytes(FORWARD_BACKWARD, fitted=False) + gather == pytest.approx(
+        top.phase_bytes(FORWARD_BACKWARD) - top.overheads["activation_reserve"] - top.overheads["reserve"])
+    assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + gather
+
+
+def test_peak_is_the_larger_phase_not_the_sum():
+    """No tokens: the optimizer step (state + gather buffers) peaks; many tokens: forward-backward."""
+    idle = cost_of(fsdp=8, zero=1, tokens=0).heaviest
+    busy = cost_of(fsdp=8, zero=1, tokens=8 * 4096).heaviest
+    assert idle.peak_phase == OPTIMIZER and busy.peak_phase == FORWARD_BACKWARD
+    assert idle.peak_bytes == idle.phase_bytes(OPTIMIZER, fitted=False) < idle.total_bytes + sum(idle.overheads.values())
+
+
+def test_loss_upcast_only_where_the_loss_is():
+    one = cost_of(tokens=4096, tp=2, sp=True).heaviest
+    assert one.overheads["loss_upcast"] == 4096 * (2 + 4) * 131072 / 2
+    piped = cost_of(tokens=4096, pp=2, microbatches=4)
+    assert piped.stages[0].overheads["loss_upcast"] == 0 and piped.stages[-1].overheads["loss_upcast"] > 0
+
+
+def test_sp_gather_buffer_is_one_full_sequence():
+    top = cost_of(tokens=2 * 4096, tp=4, sp=True).heaviest
+    assert top.overheads["sp_gather_buffer"] == 2 * 2 * 4096 * 2048
+
+
+# ---- the terms measured in PyTorch on CPU ----------------------------------------------------
+
+def test_loss_upcast_transient_measured():
+    """nanotron's lm_head + cast_to_fp32 + _ShardedCrossEntropy at tp = 1 (functional.py L31-115,
+    transcribed without the all-reduces, which are identities on one rank): the peak of live
+    tensor bytes grows by (2 + 4 + 4) bytes per logit, the saved softmax (4) plus the transient (6)."""
+    torch = pytest.importorskip("torch")
+    from live_bytes import LiveBytes
+    from costmodel.formulas.overheads import upcast_loss_bytes_per_token
+
+    class ShardedCrossEntropy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, sharded_logits, target):
+            logits_max = torch.max(sharded_logits, dim=-1)[0]
+            sharded_logits = sharded_logits - logits_max.unsqueeze(dim=-1)
+            logits_2d = sharded_logits.view(-1, sharded_logits.shape[-1])
+            arange_1d = torch.arange(start=0, end=logits_2d.shape[0])
+            predicted_logits = logits_2d[arange_1d, target.view(-1)].clone().view_as(target)
+            exp_logits = sharded_logits
+            torch.exp(sharded_logits, out=exp_logits)
+            sum_exp_logits = exp_logits.sum(dim=-1)
+            loss = torch.log(sum_exp_logits) - predicted_logits
+            exp_logits.div_(sum_exp_logits.unsqueeze(dim=-1))
+            ctx.save_for_backward(exp_logits, target)
+            return loss.view_as(target)
+
+    def peak(vocab, tokens=64, hidden=32):
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
+        target = torch.randint(0, vocab, (tokens,))
+        with LiveBytes() as live:
+            sharded_logits = x @ w.t()  # lm_head (bf16)
+            loss = ShardedCrossEntropy.apply(sharded_logits.float(), target)  # cast_to_fp32, then the loss
+            return live.peak, loss
+
+    (small, _), (large, _) = peak(1024), peak(2048)
+    per_logit_token = (large - small) / (64 * 1024)
+    assert per_logit_token == 4 + upcast_loss_bytes_per_token(vocab=1, tp=1, logit_bytes=2)
+
+
+def test_foreach_adamw_temporary_measured():
+    """torch.optim.AdamW(foreach=True) allocates one fp32 list the size of the parameters it steps."""
+    torch = pytest.importorskip("torch")
+    from live_bytes import LiveBytes
+    from costmodel.formulas.overheads import foreach_optimizer_bytes
+
+    params = [torch.randn(300, 70, requires_grad=True) for _ in range(3)] + [torch.randn(1000, requires_grad=True)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer = torch.optim.AdamW(params, foreach=True)
+    optimizer.step()  # the first step allocates m and v
+    with LiveBytes() as live:
+        optimizer.step()
+    assert live.peak == foreach_optimizer_bytes(params=sum(p.numel() for p in params), state_bytes=4)
+
+
+# ---- the fit: constants in the spec, the README's figures ---------------------------------------
+
+def _fit_module():
+    spec = importlib.util.spec_from_file_location("fit_memory_nanotron", ROOT / "benchmarks" / "fit_memory_nanotron.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not RUNS.is_file(), reason="../shared/data is beside the checkout (CI links it)")
+def test_fitted_constants_are_the_fit_and_the_readme_says_what_it_gives():
+    fit = _fit_module()
+    every = fit.runs(RUNS)
+    sample = [x for x in every if x.ok and x.first is not None]
+    a, r = fit.fit(sample)
+    assert (NANOTRON.activation_factor, NANOTRON.reserve_bytes) == (a, r)
+    readme = (ROOT / "README.md").read_text()
+    claim = re.search(r"median \|error\| of ([\d.]+)% in-sample over ([\d,]+) runs; leave-one-model-out "
+                      r"([\d.]+)% \(1B\) and ([\d.]+)% \(3B\)", readme)
+    assert claim, "README states the nanotron memory fit"
+    inside, count, out_1b, out_3b = claim.groups()
+    assert int(count.replace(",", "")) == len(sample)
+    assert float(inside) == round(100 * fit.median_abs(fit.errors(sample, a, r)), 1)
+    held = {}
+    for model in ("1B", "3B"):
+        ha, hr = fit.fit([x for x in sample if x.model != model])
+        held[model] = round(100 * fit.median_abs(fit.errors([x for x in sample if x.model == model], ha, hr)), 1)
+    assert (float(out_1b), float(out_3b)) == (held["1B"], held["3B"])
+    table = fit.confusion(every, a, r, 85520809984, NANOTRON.outside_allocator_bytes)
+    accuracy = re.search(r"fits/OOM accuracy ([\d.]+)%", readme)
+    right = table["fits_ok"] + table["oom_crashed"]
+    runnable = sum(v for k, v in table.items() if not k.startswith("refused"))
+    assert float(accuracy.group(1)) == round(100 * right / runnable, 1)
+
+
+def test_memory_json_has_the_framework_fields():
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "nanotron-1b", "--framework", "nanotron",
+                          "--fsdp", "8", "--zero", "1", "--tokens", "4096", "--hardware", "h100-sxm", "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["framework"] == "nanotron" and data["recipe"] == "megatron" and data["layout"]["split"] == "compute"
+    assert data["peak_phase"] in (FORWARD_BACKWARD, OPTIMIZER)
+    assert data["reserved_bytes"] >= data["peak_bytes"] >= data["total_bytes"] - data["components"]["activations"]
+    assert set(data["overheads"]) >= {"zero1_gather", "activation_reserve", "reserve"}
+    assert data["fits"]["needed_bytes"] == data["reserved_bytes"] + data["outside_allocator_bytes"]
