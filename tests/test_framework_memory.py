@@ -247,3 +247,20 @@ def test_memory_json_has_the_framework_fields():
     assert data["reserved_bytes"] >= data["peak_bytes"] >= data["total_bytes"] - data["components"]["activations"]
     assert set(data["overheads"]) >= {"zero1_gather", "activation_reserve", "reserve"}
     assert data["fits"]["needed_bytes"] == data["reserved_bytes"] + data["outside_allocator_bytes"]
+
+
+def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
+    """The bisection's N fits by the same need `memory --framework` prints, and N - 1 does not."""
+    from costmodel.solve.fsdp import solve_fsdp
+
+    model = load_model("llama3-70b")
+    layout = Layout(fsdp=2, tokens=4096, tp=8, sp=True, recompute="full")
+    limit = 12 * 2**30
+    answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
+
+    def need(n):
+        cost = evaluate_layout(model, MEGATRON, layout.model_copy(update={"fsdp": n}), framework=NANOTRON)
+        return cost.memory_bytes + NANOTRON.outside_allocator_bytes
+
+    assert answer.searched and answer.n_fsdp > 2
+    assert need(answer.n_fsdp) < limit <= need(answer.n_fsdp - 1)

@@ -31,11 +31,11 @@ def _limit(limit: Optional[str], hardware: Optional[str]):
     return capacity, f"{device.name} HBM ({'usable' if device.hbm.usable_bytes else 'nominal'})"
 
 
-def _fsdp_answer(spec, rec, layout, limit_bytes, source):
+def _fsdp_answer(spec, rec, layout, limit_bytes, source, framework=None):
     from costmodel.solve.fsdp import solve_fsdp
     from costmodel.units import format_bytes
 
-    answer = solve_fsdp(spec, rec, layout, limit_bytes)
+    answer = solve_fsdp(spec, rec, layout, limit_bytes, framework)
     if answer.n_fsdp is None:
         tail = (f"; at most {answer.max_tokens:,} tokens leave room for some N" if answer.max_tokens else
                 "; even the replicated state alone does not fit")
@@ -45,7 +45,7 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source):
 
 
 FSDP_SOLVE = ("tokens", "shard_activations", "dp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash",
-              "schedule", "microbatches", "chunks")
+              "schedule", "microbatches", "chunks", "split")
 
 
 @solve_app.command("fsdp")
@@ -54,7 +54,8 @@ def solve_fsdp_cmd(
     model: o.ModelOpt,
     limit: o.LimitOpt = None,
     hardware: o.HardwareOpt = None,
-    recipe: o.RecipeOpt = "cs336",
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
     *,
@@ -62,22 +63,38 @@ def solve_fsdp_cmd(
 ) -> None:
     """Smallest N_FSDP with per-device memory under the limit: M(N) = a + b/N < limit, N > b/(limit - a).
 
+    With --framework the memory is the framework's reserved peak plus what it holds outside the
+    allocator (what `memory --framework` prints as the need); N is then found by bisection.
+
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
     from costmodel.report.common import emitted_json, number
-    from costmodel.specs.load import load_model, load_recipe
+    from costmodel.specs.load import load_framework, load_model, load_recipe
 
-    spec, rec = load_model(model), load_recipe(recipe)
+    frame = load_framework(framework)
+    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    if symbolic and not frame.exact:
+        raise CostModelError("--symbolic solves the exact accounting; drop --framework")
     limit_bytes, source = _limit(limit, hardware)
-    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source)
+    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, None if frame.exact else frame)
     sym = _fsdp_symbolic(spec, rec, layout, answer) if symbolic else None
-    payload = {"model": spec.name, "recipe": rec.name, "n_fsdp": answer.n_fsdp, "threshold": answer.threshold,
+    payload = {"model": spec.name, "recipe": rec.name, "framework": frame.name, "method": (
+               "bisection on the framework's peak" if answer.searched else "a + b/N"),
+               "n_fsdp": answer.n_fsdp, "threshold": answer.threshold,
                "limit_bytes": number(limit_bytes), "limit_source": source,
                "replicated_bytes": number(answer.replicated_bytes), "sharded_bytes": number(answer.sharded_bytes)}
     if emitted_json(payload, sym, as_json):
         return
     if sym:
         typer.echo(f"M(N) = {sym['memory']}\nM(N) < M_max  <=>  N > {sym['n_bound']}\n")
+    if answer.searched:
+        typer.echo(f"{spec.name}, recipe {rec.name}, framework {frame.name}: the heaviest stage's reserved peak "
+                   f"+ {frame.outside_allocator_bytes:,.0f} B outside the allocator is "
+                   f"{answer.replicated_bytes + answer.sharded_bytes:,.0f} B at N = {answer.n_fsdp} "
+                   f"(limit {limit_bytes:,.0f} B, {source}); "
+                   + (f"N = {answer.n_fsdp - 1} does not fit " if answer.n_fsdp > 2 else "2 is the fewest shards ")
+                   + f"(searched: a maximum over phases is not a + b/N)  ->  N_FSDP = {answer.n_fsdp}")
+        return
     typer.echo(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "
                f"{answer.sharded_bytes:,.0f} / N bytes; limit {limit_bytes:,.0f} B ({source})")
     typer.echo(f"N > {answer.sharded_bytes:,.0f} / ({limit_bytes:,.0f} - {answer.replicated_bytes:,.0f}) "

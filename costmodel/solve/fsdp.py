@@ -24,6 +24,7 @@ class FsdpAnswer:
     sharded_bytes: float  # b: what N divides
     limit_bytes: float
     max_tokens: int | None  # with no N fitting: the most tokens for which some N does
+    searched: bool = False  # True: a framework's peak (a max over phases), found by search, not a + b/N
 
 
 def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, float]:
@@ -34,10 +35,15 @@ def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, f
     return m2 - b / 2, b
 
 
-def solve_fsdp(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> FsdpAnswer:
-    """Smallest N with memory(N) < limit, or the largest token count for which one exists."""
+def solve_fsdp(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework=None) -> FsdpAnswer:
+    """Smallest N with memory(N) < limit, or the largest token count for which one exists.
+
+    With a framework profile the memory is the heaviest stage's reserved peak plus what lives outside
+    the allocator: a maximum over phases, still non-increasing in N, so N is found by bisection."""
     if limit_bytes <= 0:
         raise CostModelError("the memory limit must be positive")
+    if framework is not None:
+        return _search(model, recipe, layout, limit_bytes, framework)
     a, b = linear_in_inverse_n(model, recipe, layout)
     if a < limit_bytes:
         threshold = b / (limit_bytes - a)
@@ -54,3 +60,28 @@ def _max_tokens(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> in
         return None  # even the state that no N shards does not fit
     tokens = math.ceil((limit_bytes - a0) / slope) - 1
     return tokens - tokens % layout.cp
+
+
+def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
+    """Bisection on N from 2 to as many as the device bound leaves (the framework's peak is non-increasing in N)."""
+    from costmodel.inputs.bounds import DEVICES
+
+    others = layout.dp * layout.tp * layout.pp * layout.cp
+    top = max(2, DEVICES // others)
+    outside = framework.outside_allocator_bytes
+
+    def need(n: int) -> float:
+        cost = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": n}), framework=framework)
+        return cost.memory_bytes + outside
+
+    floor = need(top)
+    if floor >= limit_bytes:
+        return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True)
+    low, high = 1, top  # need(high) < limit; low: no N at or below it fits
+    while high - low > 1:
+        mid = (low + high) // 2
+        if mid >= 2 and need(mid) < limit_bytes:
+            high = mid
+        else:
+            low = mid
+    return FsdpAnswer(high, float(high - 1), floor, need(high) - floor, limit_bytes, None, searched=True)
