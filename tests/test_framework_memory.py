@@ -264,3 +264,34 @@ def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
 
     assert answer.searched and answer.n_fsdp > 2
     assert need(answer.n_fsdp) < limit <= need(answer.n_fsdp - 1)
+
+
+# ---- KV heads replicated under wide TP ---------------------------------------------------------
+
+def test_replicated_kv_heads_per_rank():
+    """llama3-8b (k = 8, d_h = 128) at t = 16: each rank keeps one KV head, K and V of 128 x 4096 each."""
+    spec = load_model("llama3-8b")
+    shape = Shape.of(spec)
+    with pytest.raises(Exception, match="does not divide the KV heads"):
+        evaluate_layout(spec, MEGATRON, Layout(tp=16, sp=True, tokens=8192))
+    cost = evaluate_layout(spec, MEGATRON, Layout(tp=16, sp=True, tokens=8192, tp_kv="replicate"))
+    d, dh, layers = 4096, 128, 32
+    q_o = 2 * d * 32 * dh // 16
+    mlp = 3 * d * 14336 // 16
+    per_layer = q_o + 2 * dh * d + mlp + 2 * d  # one KV head's K and V, the two norms whole
+    ends = 2 * (128256 // 16) * d + d  # vocabulary-parallel embedding and output, final norm
+    assert cost.heaviest.stage.params == layers * per_layer + ends
+    split = evaluate_layout(spec, MEGATRON, Layout(tp=8, sp=True, tokens=8192, tp_kv="replicate"))
+    assert split.heaviest.stage.params == evaluate_layout(spec, MEGATRON, Layout(tp=8, sp=True, tokens=8192)).heaviest.stage.params
+    assert cost.params == shape.total_params()  # the model is the model: copies are per rank only
+    rows = [c for c in cost.collectives if "replicated K, V" in c.purpose]
+    assert len(rows) == 1 and rows[0].group == 2 and rows[0].calls == layers
+    assert rows[0].buffer_bytes == 2 * 2 * dh * d  # bf16 gradients of one head's K and V
+
+
+def test_replicated_kv_heads_refuse_what_neither_divides():
+    """48 query heads, 12 KV heads, t = 16: t divides the query heads but neither divides nor is a
+    multiple of the KV heads, so no rank can hold whole heads."""
+    spec = load_model("nanotron-3b").model_copy(update={"heads": 48, "kv_heads": 12, "hidden": 3072})
+    with pytest.raises(Exception, match="divide or be a multiple"):
+        evaluate_layout(spec, MEGATRON, Layout(tp=16, tokens=8192, tp_kv="replicate"))

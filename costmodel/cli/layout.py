@@ -23,9 +23,10 @@ OPTIONS = {
     "schedule": (o.ScheduleOpt, "1f1b"), "microbatches": (o.MicroOpt, None), "chunks": (o.ChunksOpt, 1),
     "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
+    "tp_kv": (o.TpKvOpt, "split"),
 }
 MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
-          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split")
+          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv")
 
 
 def build_layout(fixed: dict | None = None, **values):

@@ -85,6 +85,10 @@ FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 ScheduleOpt = Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
     help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
+TpKvOpt = Annotated[str, typer.Option(metavar="split|replicate",
+    help="KV heads under TP: split (--tp must divide them) or replicate (--tp may be a multiple of them: each "
+    "rank keeps a copy of the KV head its query heads read, and the copies' gradients are all-reduced).",
+    rich_help_panel=_ADV)]
 SplitOpt = Annotated[Optional[str], typer.Option(metavar="even|compute",
     help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more) or compute "
     "(nanotron: balanced by matmul weights with the output layer as V D, so early stages take more); "

@@ -46,6 +46,7 @@ class Point:
     split: str = "even"  # layers over pipeline stages: even or compute-balanced
     cp_kind: str = "ring"
     tp_ends: str = "vocab-parallel"
+    tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
     reshard_after_forward: bool = True
 
     @classmethod

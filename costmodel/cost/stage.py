@@ -29,7 +29,8 @@ def recomputed_layers(layers, point):
 
 
 def stage(shape, recipe, point, role: StageRole) -> Stage:
-    """The stage ``role`` of ``point`` on one device."""
+    """The stage ``role`` of ``point`` on one device (replicated KV heads counted on every rank)."""
+    shape = tensor.as_held(shape, point)
     layers = pipeline.stage_layers(shape.layers, point.pp, role, point.split, shape.split_costs())
     params, root = tensor.stage_params_per_device(shape, layers=layers, first=role.first, last=role.last,
                                                   tp=point.tp, ends=point.tp_ends)

@@ -56,6 +56,9 @@ class Layout(Spec):
     tp_ends: Literal["vocab-parallel", "replicated"] = Field(
         "vocab-parallel", description="embedding and output layer under TP: split over the vocabulary "
         "(Megatron, torchtitan) or kept whole on every TP rank")
+    tp_kv: Literal["split", "replicate"] = Field(
+        "split", description="KV heads under TP: split (t must divide them) or replicate (t may be a multiple: "
+        "each rank keeps a copy of the head its query heads read)")
     grad_accum: Steps = Field(1, description="gradient-accumulation steps per optimizer step")
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ in forward and four in backward; each moves (c - 1)/c of the device's tensor.
 from __future__ import annotations
 
 from costmodel.mathops import exact_div
+from costmodel.parallel import tensor
 from costmodel.parallel.collective import Collective, Rule, present
 
 NAME = "cp"
@@ -28,7 +29,7 @@ def collectives(shape, recipe, point, *, layers) -> list[Collective]:
     if not (present(point.cp) and shape.attention):
         return []
     cp, act = point.cp, recipe.activation_bytes
-    heads, kv_heads = exact_div(shape.heads, point.tp), exact_div(shape.kv_heads, point.tp)
+    heads, kv_heads = exact_div(shape.heads, point.tp), tensor.kv_heads_per_rank(shape, point)
     local = exact_div(point.tokens, cp)
     kv_chunk = act * local * 2 * kv_heads * shape.head_dim  # K and V of the local tokens
     if point.cp_kind == "ring":

@@ -4,6 +4,9 @@ and the model's ends (vocabulary-parallel or replicated embedding and output lay
 Sharding: :mod:`.params` (what one TP rank holds); traffic: :mod:`.collectives`; rules: :func:`checks`.
 """
 
+from dataclasses import replace
+
+from costmodel.mathops import ceil_div, exact_div
 from costmodel.parallel.collective import Rule
 from costmodel.parallel.tensor.collectives import collectives
 from costmodel.parallel.tensor.params import stage_params_per_device
@@ -15,12 +18,32 @@ def _divides(tp, size, flag: str, what: str) -> Rule:
     return Rule(size % tp == 0, lambda: f"{flag} {tp} does not divide {what} = {size:,}")
 
 
+def kv_heads_per_rank(shape, point):
+    """KV heads one TP rank holds: k / t, or with ``--tp-kv replicate`` and t > k one (a copy of the
+    head its query heads read; vLLM's and TensorRT-LLM's rule for GQA under wide TP)."""
+    if point.tp_kv == "replicate":
+        return ceil_div(shape.kv_heads, point.tp)
+    return exact_div(shape.kv_heads, point.tp)
+
+
+def as_held(shape, point):
+    """The model as the TP group holds it: with replicated KV heads, t copies of each rank's heads
+    (k' = t ceil(k / t)), so that every per-rank quantity divided by t counts them; else the model."""
+    if not shape.attention or point.tp_kv != "replicate":
+        return shape
+    return replace(shape, kv_heads=kv_heads_per_rank(shape, point) * point.tp)
+
+
 def checks(shape, point) -> list[Rule]:
     """Every width the split cuts must divide by t; with SP, the tokens too."""
     tp = point.tp
     if shape.attention:
-        rules = [_divides(tp, shape.heads, "--tp", "the attention heads"),
-                 _divides(tp, shape.kv_heads, "--tp", "the KV heads"),
+        kv = _divides(tp, shape.kv_heads, "--tp", "the KV heads")
+        if point.tp_kv == "replicate":
+            kv = Rule(shape.kv_heads % tp == 0 or tp % shape.kv_heads == 0,
+                      lambda: f"--tp {tp} with --tp-kv replicate needs --tp to divide or be a multiple of the "
+                      f"KV heads = {shape.kv_heads:,}")
+        rules = [_divides(tp, shape.heads, "--tp", "the attention heads"), kv,
                  _divides(tp, shape.mlp_width, "--tp", "the MLP hidden size (F)")]
     else:
         rules = [_divides(tp, shape.mlp_width, "--tp", "d_ff (F)")]
@@ -32,4 +55,4 @@ def checks(shape, point) -> list[Rule]:
     return rules
 
 
-__all__ = ["NAME", "checks", "collectives", "stage_params_per_device"]
+__all__ = ["NAME", "as_held", "checks", "collectives", "kv_heads_per_rank", "stage_params_per_device"]

@@ -7,7 +7,7 @@ Sec. 4.2.2 (with sequence parallelism each all-reduce becomes reduce-scatter + a
 
 from __future__ import annotations
 
-from costmodel.mathops import exact_div
+from costmodel.mathops import exact_div, floor_div, maximum
 from costmodel.parallel.collective import Collective, present
 
 
@@ -31,7 +31,20 @@ def collectives(shape, recipe, point, *, layers, first, last) -> list[Collective
     if shape.attention and sp:
         out += [norm_gradient_allreduce(norms=2 * layers + last, width=shape.width, tp=point.tp,
                                         grad_bytes=recipe.grad_comm_bytes)]
+    if shape.attention and point.tp_kv == "replicate":
+        copies = maximum(floor_div(point.tp, shape.kv_heads), 1)  # ranks holding one KV head (1: no copies)
+        if not (isinstance(copies, int) and copies == 1):
+            out += [replicated_kv_gradient_allreduce(shape, layers=layers, copies=copies,
+                                                     grad_bytes=recipe.grad_comm_bytes)]
     return out
+
+
+def replicated_kv_gradient_allreduce(shape, *, layers, copies, grad_bytes) -> Collective:
+    """With KV heads replicated over t / k ranks, each copy's weight gradient is summed over the
+    ranks that hold it, once per step: S = b_g 2 d_h (D + bias) per layer (one head's K and V)."""
+    per_head = 2 * shape.head_dim * (shape.width + (1 if shape.bias or shape.qkv_bias else 0))
+    return Collective("all-reduce", "tp", "replicated K, V weight gradients", "optimizer", copies, layers,
+                      grad_bytes * per_head)
 
 
 def block_collectives(*, tokens, width, layers, tp, act_bytes, sp: bool, pairs_per_layer: int = 1,
