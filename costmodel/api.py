@@ -2,6 +2,7 @@
 
     from costmodel import api
     api.memory("xxl", fsdp=38, tokens=4096, shard_activations=0.5).total_bytes   # .state_bytes, .components
+    api.memory("nanotron-1b", framework="nanotron", fsdp=8, zero=1, tokens=4096).reserved_bytes
     api.solve_fsdp("xxl", limit="95GB").n_fsdp                      # 38
     api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=2, peak_flops=4.6e14, bandwidth=1.8e11)
     api.explain_batch(...)                                           # renders itself in Jupyter
@@ -17,12 +18,22 @@ def _spec(model):
     return load_model(model) if isinstance(model, str) else model
 
 
-def memory(model, recipe: str = "cs336", **layout):
+def _framework(framework):
+    from costmodel.specs.load import load_framework
+
+    frame = load_framework(framework) if isinstance(framework, str) else framework
+    return None if frame is None or frame.exact else frame
+
+
+def memory(model, recipe: str | None = None, framework=None, **layout):
     """Per-device memory of the heaviest stage (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096):
-    ``.total_bytes``, ``.components``, ``.state_bytes``, ``.stage``."""
+    ``.total_bytes`` (exact accounting), ``.components``, ``.state_bytes``, ``.stage``; with a
+    ``framework`` ('nanotron'), ``.overheads``, ``.peak_bytes``, ``.reserved_bytes``, ``.peak_phase``."""
     from costmodel.cost.evaluate import evaluate_layout
 
-    return evaluate_layout(_spec(model), load_recipe(recipe), Layout(**layout)).heaviest
+    frame = _framework(framework)
+    name = recipe or (frame.recipe if frame is not None else None) or "cs336"
+    return evaluate_layout(_spec(model), load_recipe(name), Layout(**layout), framework=frame).heaviest
 
 
 def cost(model, recipe: str = "cs336", hardware=None, **layout):

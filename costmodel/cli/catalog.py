@@ -1,4 +1,4 @@
-"""`cost4d models` and `cost4d hardware`: what is built in."""
+"""`cost4d models`, `hardware`, `recipes` and `frameworks`: what is built in."""
 
 from __future__ import annotations
 
@@ -19,6 +19,22 @@ def hardware(as_json: o.JsonOpt = False) -> None:
     catalog.hardware(as_json)
 
 
+def recipes(as_json: o.JsonOpt = False) -> None:
+    """List the precision recipes (--recipe): the dtype of every piece of training state."""
+    from costmodel.report import catalog
+
+    catalog.recipes(as_json)
+
+
+def frameworks(as_json: o.JsonOpt = False) -> None:
+    """List the framework profiles (--framework): overhead terms, defaults and fitted constants."""
+    from costmodel.report import catalog
+
+    catalog.frameworks(as_json)
+
+
 def register(app) -> None:
     app.command()(models)
     app.command()(hardware)
+    app.command()(recipes)
+    app.command()(frameworks)

@@ -46,3 +46,34 @@ def hardware(as_json: bool) -> None:
         t.add_row(s.name, s.kind, f"{s.peak_flops.bf16 / 1e12:,.1f}", f"{s.hbm.capacity_bytes / 2**30:,.1f}",
                   f"{s.hbm.bandwidth_bytes_per_s / 1e12:.2f}", levels)
     console().print(t)
+
+
+def recipes(as_json: bool) -> None:
+    from costmodel.specs.recipe import RECIPES
+
+    rows = [{**r.model_dump(), "state_bytes_per_param": r.state_bytes_per_param} for r in RECIPES.values()]
+    if as_json:
+        emit_json({"recipes": rows})
+        return
+    t = table("Precision recipes (--recipe)", "name", ">B/param", "description", "source")
+    for r in rows:
+        t.add_row(r["name"], str(r["state_bytes_per_param"]), r["description"], r["source"])
+    console().print(t)
+
+
+def frameworks(as_json: bool) -> None:
+    from costmodel.specs.framework import FRAMEWORKS
+
+    rows = [{**f.model_dump(), "outside_allocator_bytes": f.outside_allocator_bytes} for f in FRAMEWORKS.values()]
+    if as_json:
+        emit_json({"frameworks": rows})
+        return
+    t = table("Framework profiles (--framework)", "name", "recipe", "split", "terms", "fitted", "source")
+    terms = ("ddp_buckets", "zero1_gather", "loss_upcast", "sp_gather_buffer")
+    for f in rows:
+        named = [k for k in terms if f[k]] + (["foreach optimizer"] if f["optimizer_step"] == "foreach" else [])
+        fitted = (f"a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
+                  if f["fitted_on"] else "-")
+        t.add_row(f["name"], f["recipe"] or "-", f["split"], ", ".join(named) or "-", fitted,
+                  (f["source"] + ("; fitted on " + f["fitted_on"] if f["fitted_on"] else "")) or f["description"])
+    console().print(t)
