@@ -131,12 +131,17 @@ def main(argv: list[str]) -> None:
               f"median |error| on {held} {median_abs(errors(test, ha, hr)):.1%} (in-sample {median_abs(errors(test, a, r)):.1%})")
     h100 = load_hardware("h100-sxm")
     framework = FRAMEWORKS["nanotron"]
-    table = confusion(every, a, r, h100.hbm.usable_bytes, framework.outside_allocator_bytes)
-    runnable = {k: v for k, v in table.items() if not k.startswith("refused")}
-    right = table["fits_ok"] + table["oom_crashed"]
     print(f"fits/OOM at usable {h100.hbm.usable_bytes / GIB:.1f} GiB less {framework.outside_allocator_bytes / GIB:.2f} "
-          f"GiB outside the allocator: {table}; accuracy over runs cost4d accepts "
-          f"{right / sum(runnable.values()):.1%}")
+          "GiB outside the allocator (rows: predicted; ok / crashed_or_oom: what happened):")
+    for label, group in (("1B", [x for x in every if x.model == "1B"]), ("3B", [x for x in every if x.model == "3B"]),
+                         ("all", every)):
+        table = confusion(group, a, r, h100.hbm.usable_bytes, framework.outside_allocator_bytes)
+        runnable = sum(v for k, v in table.items() if not k.startswith("refused"))
+        right = table["fits_ok"] + table["oom_crashed"]
+        median = median_abs(errors([x for x in sample if x in group], a, r))
+        print(f"  {label:>3}: fits {table['fits_ok']:>4} ok {table['fits_crashed']:>4} crashed | "
+              f"OOM {table['oom_ok']:>3} ok {table['oom_crashed']:>4} crashed | refused {table['refused_ok']} ok "
+              f"{table['refused_crashed']:>3} crashed | accuracy {right / runnable:.1%}; median |error| {median:.1%}")
 
 
 if __name__ == "__main__":
