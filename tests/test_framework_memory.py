@@ -185,6 +185,60 @@ def test_loss_upcast_transient_measured():
     assert per_logit_token == 4 + upcast_loss_bytes_per_token(vocab=1, tp=1, logit_bytes=2)
 
 
+def test_in_place_loss_transient_measured():
+    """Megatron's _VocabParallelCrossEntropy at tp = 1 (cross_entropy.py L25-77: .float(), then the max
+    subtracted, exp and the division in place): 2 + 4 bytes per logit at the peak, the fp32 copy being
+    the saved softmax, so the transient beyond it is the low-precision logits alone."""
+    torch = pytest.importorskip("torch")
+    from live_bytes import LiveBytes
+    from costmodel.formulas.overheads import upcast_loss_bytes_per_token
+
+    class VocabParallelCrossEntropy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, vocab_parallel_logits, target):
+            vocab_parallel_logits = vocab_parallel_logits.float()
+            logits_max = torch.max(vocab_parallel_logits, dim=-1)[0]
+            vocab_parallel_logits -= logits_max.unsqueeze(dim=-1)
+            logits_2d = vocab_parallel_logits.view(-1, vocab_parallel_logits.size(-1))
+            predicted = logits_2d[torch.arange(logits_2d.size(0)), target.view(-1)].clone()
+            exp_logits = vocab_parallel_logits
+            torch.exp(vocab_parallel_logits, out=exp_logits)
+            sum_exp_logits = exp_logits.sum(dim=-1)
+            loss = torch.log(sum_exp_logits) - predicted.view_as(sum_exp_logits)
+            exp_logits.div_(sum_exp_logits.unsqueeze(dim=-1))
+            ctx.save_for_backward(exp_logits, target)
+            return loss
+
+    def peak(vocab, tokens=64, hidden=32):
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
+        target = torch.randint(0, vocab, (tokens,))
+        with LiveBytes() as live:
+            logits = x @ w.t()
+            loss = VocabParallelCrossEntropy.apply(logits, target)
+            return live.peak, loss
+
+    (small, _), (large, _) = peak(1024), peak(2048)
+    assert (large - small) / (64 * 1024) == 4 + upcast_loss_bytes_per_token(vocab=1, tp=1, logit_bytes=2,
+                                                                            in_place=True)
+
+
+def test_profile_terms():
+    """Which terms each profile adds, and their sizes from the sources' formulas."""
+    spec = load_model("llama3-8b")
+    d, dh, f, v = 4096, 128, 14336, 128256
+    block = 32 * d * dh * 2 + 8 * dh * d * 2 + 3 * d * f + 2 * d  # q, o; k, v; MLP; two norms
+    titan = evaluate_layout(spec, load_recipe("cs336"), Layout(fsdp=8, tokens=8192),
+                            framework=FRAMEWORKS["torchtitan"]).heaviest.overheads
+    assert titan["fsdp_in_flight"] == (3 * 2 + 4) * block + 2 * v * d
+    assert "ddp_buckets" not in titan and titan["loss_upcast"] == 8192 * 6 * v
+    mega = evaluate_layout(spec, MEGATRON, Layout(fsdp=8, zero=1, tp=2, sp=True, tokens=8192),
+                           framework=FRAMEWORKS["megatron"]).heaviest.overheads
+    assert mega["loss_upcast"] == 8192 * 2 * v / 2
+    assert mega["wgrad_cache"] == 2 * ((2 * 32 * dh * d + 2 * 8 * dh * d + 3 * f * d) // 2 + v // 2 * d)
+    assert mega["sp_gather_buffer"] == 2 * 8192 * d and "zero1_gather" not in mega
+
+
 def test_foreach_adamw_temporary_measured():
     """torch.optim.AdamW(foreach=True) allocates one fp32 list the size of the parameters it steps."""
     torch = pytest.importorskip("torch")

@@ -12,6 +12,7 @@ from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, where
 from costmodel.parallel import data
+from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
 
@@ -76,6 +77,8 @@ OVERHEADS = {
     "ddp_buckets": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "sp_gather_buffer": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
+    "wgrad_cache": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
@@ -103,9 +106,15 @@ def overheads(framework, recipe, point, st: Stage, acts) -> dict:
     if framework.sp_gather_buffer and point.sp:
         out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
             tokens=tokens, hidden=st.width, act_bytes=recipe.activation_bytes), 0)
-    if framework.loss_upcast and st.vocab:
+    if framework.loss_upcast != "none" and st.vocab:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
-            vocab=st.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes)
+            vocab=st.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
+            in_place=framework.loss_upcast == "in-place")
+    if framework.wgrad_cache and st.vocab:
+        layer = block_params_per_device(st.shape, point.tp) - st.shape.block_replicated_params()  # its matmuls
+        rows = vocab_rows_per_device(st.shape, point.tp, point.tp_ends)
+        out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer, output_params=st.role.last * rows * st.width,
+                                                  weight_bytes=recipe.compute_bytes)
     if framework.zero1_gather and point.zero in (1, 2):
         out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
             params=st.params, shards=point.fsdp, weight_bytes=recipe.weight_bytes or recipe.compute_bytes), 0)
@@ -113,6 +122,13 @@ def overheads(framework, recipe, point, st: Stage, acts) -> dict:
         shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
             params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
+    if framework.fsdp_buffers:
+        blocks = block_params_per_device(st.shape, point.tp)
+        rows = vocab_rows_per_device(st.shape, point.tp, point.tp_ends) if st.shape.attention else 0
+        output = st.role.last * rows * st.shape.width  # the output layer's weights, kept gathered
+        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), ov.fsdp_in_flight_bytes(
+            block_params=blocks, output_params=output, gather_bytes=recipe.compute_bytes,
+            reduce_bytes=dtype_bytes(framework.reduce_dtype)), 0)
     if framework.activation_factor != 1:
         out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
                                                                 factor=framework.activation_factor)

@@ -30,17 +30,31 @@ def zero1_gather_bytes(*, params, shards, weight_bytes):
     return weight_bytes * params * (1 + 1 / shards)
 
 
-def upcast_loss_bytes_per_token(*, vocab, tp, logit_bytes):
-    """Logits cast to fp32 for the loss, alive while the cross-entropy runs: (b_l + 4) V / t per token.
+def upcast_loss_bytes_per_token(*, vocab, tp, logit_bytes, in_place=False):
+    """Logits cast to fp32 for the loss, alive while the cross-entropy runs, beyond the fp32 softmax it
+    saves (which the exact accounting counts): (b_l + 4) V / t per token, or b_l V / t in place.
 
-    The output layer writes b_l-byte logits; they are cast to an fp32 copy (4 V / t) and the
-    vocabulary-parallel cross-entropy subtracts the max into a new fp32 tensor, the softmax it saves
-    (already counted by the exact accounting). At that moment the low-precision logits and the fp32
-    copy are alive too. Source: huggingface/nanotron@67c5ebb6 src/nanotron/models/llama.py L874-880,
-    L909 (cast_to_fp32) and src/nanotron/parallel/tensor_parallel/functional.py L31-115
-    (_ShardedCrossEntropy: logits - max is out of place, exp and the division are in place).
+    The output layer writes b_l-byte logits, still referenced while the loss runs, and casts them to
+    an fp32 copy. nanotron's vocabulary-parallel cross-entropy subtracts the max into a new fp32
+    tensor (then exp and the division are in place): the copy is a transient too
+    (huggingface/nanotron@67c5ebb6 src/nanotron/models/llama.py L874-880, L909; parallel/
+    tensor_parallel/functional.py L31-115). Megatron's subtracts in place, so the copy becomes the
+    saved softmax and only the low-precision logits are extra (NVIDIA/Megatron-LM@d98e8a64
+    megatron/core/tensor_parallel/cross_entropy.py L25, L41-42, L61-62, L77).
     """
-    return (logit_bytes + 4) * vocab / tp
+    return (logit_bytes if in_place else logit_bytes + 4) * vocab / tp
+
+
+def wgrad_cache_bytes(*, layer_matmul_params, output_params, weight_bytes):
+    """Transformer Engine's dummy weight-gradient buffers: one per distinct weight shape, kept.
+
+    With gradient-accumulation fusion (Megatron's default) TE returns a cached empty tensor of each
+    weight's shape as the weight gradient: one layer's matmul weights (QKV, projection, FC1, FC2) and
+    the output layer, b_w each (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/
+    base.py L134-148, linear.py L1356-1374; NVIDIA/Megatron-LM@d98e8a64 core/tensor_parallel/layers.py
+    L738-762).
+    """
+    return weight_bytes * (layer_matmul_params + output_params)
 
 
 def sp_gather_buffer_bytes(*, tokens, hidden, act_bytes):
@@ -83,3 +97,18 @@ def foreach_optimizer_bytes(*, params, state_bytes):
     ZeRO shard). Measured on CPU in tests/test_framework_memory.py.
     """
     return state_bytes * params
+
+
+def fsdp_in_flight_bytes(*, block_params, output_params, gather_bytes, reduce_bytes):
+    """FSDP2's unsharded buffers at the backward peak: two blocks gathered (the current one and the
+    one prefetched), one block's unsharded gradient with its reduce-scatter input, and the output
+    group kept unsharded from its forward to its backward:
+    2 b_g P_b + (b_g + b_r) P_b + b_g P_out.
+
+    torch.distributed.fsdp fully_shard (torch 2.13 _fully_shard/_fsdp_param_group.py L584-585,
+    L795-830: backward prefetches one block; _fsdp_collectives.py foreach_reduce L592-616: the bf16
+    gradients are freed only after the copy into the reduce_dtype input, one reduce-scatter in flight,
+    L647-658); torchtitan keeps [norm, output] unsharded after forward (pytorch/torchtitan@238fa995
+    torchtitan/models/llama3/infra/parallelize.py apply_fsdp, reshard_after_forward=False for it).
+    """
+    return (3 * gather_bytes + reduce_bytes) * block_params + gather_bytes * output_params

@@ -19,6 +19,8 @@ OVERHEAD_LABELS = {
     "ddp_buckets": "DDP gradient buckets",
     "sp_gather_buffer": "SP all-gather buffer",
     "loss_upcast": "logits cast to fp32 for the loss",
+    "wgrad_cache": "TE's cached weight-gradient buffers",
+    "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",
     "zero1_gather": "ZeRO-1 parameter all-gather buffers",
     "optimizer_temporaries": "foreach optimizer temporaries",
     "activation_reserve": "allocator reserve on activations (fitted)",

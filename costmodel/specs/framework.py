@@ -27,7 +27,12 @@ class Framework(Spec):
     split: Literal["even", "compute"] = Field("even", description="how it spreads layers over pipeline stages")
     ddp_buckets: bool = Field(False, description="DDP's gradient buckets when the data axis does not shard state")
     zero1_gather: bool = Field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
-    loss_upcast: bool = Field(False, description="logits cast to fp32 for the loss (the low-precision copy alive too)")
+    loss_upcast: Literal["none", "copy", "in-place"] = Field(
+        "none", description="logits cast to fp32 for the loss: copy (the max is subtracted out of place: the "
+        "low-precision logits and the fp32 copy are transients) or in-place (only the low-precision logits are)")
+    wgrad_cache: bool = Field(False, description="Transformer Engine's cached dummy weight gradients")
+    fsdp_buffers: bool = Field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
+    reduce_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype FSDP reduce-scatters gradients in")
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
     optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
         "fused", description="how the optimizer steps: foreach keeps one parameter-sized temporary")
@@ -57,6 +62,11 @@ class Framework(Spec):
 
 
 _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the Ultra-Scale Playbook's bench branch)"
+#: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
+#: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
+_FITTED = dict(activation_factor=1.28, reserve_bytes=197_012_480)
+_BORROWED = "borrowed from the nanotron fit (no measured runs of this framework in shared/data/training-runs)"
+_OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
 
 #: Named profiles. Fitted constants: benchmarks/fit_memory_nanotron.py prints them.
 FRAMEWORKS: dict[str, Framework] = {
@@ -68,18 +78,39 @@ FRAMEWORKS: dict[str, Framework] = {
             name="nanotron",
             description="nanotron: bf16 params, fp32 grad buffer and master weights, ZeRO-0 (DDP) or ZeRO-1, "
             "SP, 1F1B, compute-balanced stages, fp32 loss",
-            recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast=True,
+            recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast="copy",
             sp_gather_buffer=True,
-            # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak)
-            activation_factor=1.28, reserve_bytes=197_012_480,
+            # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak);
             # declared, not fitted (the sweep's reserved memory excludes them): a CUDA 12 context with
             # lazy module loading, about 0.5 GiB; NCCL Simple buffers for the world, dp, tp and pp groups
-            context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32,
+            **_FITTED, **_OUTSIDE,
             fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
             "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "
             "the first pipeline stage: nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776)",
             source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), trainer.py L797-799 "
             "(DDP at ZeRO-0 only), models/base.py L211-235 (split), models/llama.py L874-925 (fp32 logits)",
+        ),
+        Framework(
+            name="megatron",
+            description="Megatron-LM/NeMo with the distributed optimizer (--fsdp N --zero 1): bf16 params and fp32 "
+            "grads in contiguous buffers (collectives in place), in-place fp32 cross-entropy, TE's cached "
+            "weight gradients, uniform stages",
+            recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
+            **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
+            source="NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553: core/distributed/"
+            "param_and_grad_buffer.py L1181-1195, L513-526, L710-724 (buffers, in-place collectives); "
+            "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
+            "core/transformer/transformer_block.py L147-159 (uniform split)",
+        ),
+        Framework(
+            name="torchtitan",
+            description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
+            "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
+            recipe="cs336", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32",
+            **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
+            source="pytorch/torchtitan@238fa995 (components/loss.py L20-27: .float() then cross_entropy; train.py "
+            "L540-542: del pred; job_config.py L151: fused AdamW; parallelize apply_fsdp: bf16 params, fp32 "
+            "reduce); torch 2.13 distributed/fsdp/_fully_shard (_fsdp_param_group.py, _fsdp_collectives.py)",
         ),
     ]
 }
