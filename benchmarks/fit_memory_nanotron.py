@@ -101,6 +101,29 @@ def median_abs(values) -> float:
     return statistics.median(abs(v) for v in values)
 
 
+def error_band(sample, a, r) -> tuple[float, float]:
+    """The 5th and 95th percentiles of predicted / measured - 1 (nearest rank), rounded to 0.001:
+    the measured value lies in [predicted / (1 + high), predicted / (1 + low)] for 90% of the runs."""
+    values = sorted(errors(sample, a, r))
+    pick = lambda q: round(values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))], 3)  # noqa: E731
+    return pick(0.05), pick(0.95)
+
+
+def verdicts(all_runs, a, r, low, high, capacity, outside) -> dict:
+    """fits (even the band's top fits), oom (even its bottom does not), tight (between) vs what happened."""
+    table = {}
+    for x in all_runs:
+        if x.heaviest is None:
+            verdict = "refused"
+        else:
+            need = max(predict(p, a, r) for p in x.heaviest)
+            verdict = ("fits" if need / (1 + low) + outside <= capacity else
+                       "oom" if need / (1 + high) + outside > capacity else "tight")
+        key = f"{verdict}_{'ok' if x.ok else 'crashed'}"
+        table[key] = table.get(key, 0) + 1
+    return table
+
+
 def confusion(all_runs, a, r, capacity, outside) -> dict:
     """fits/OOM predicted (heaviest stage reserved + outside the allocator <= capacity) vs what happened."""
     table = {"fits_ok": 0, "fits_crashed": 0, "oom_ok": 0, "oom_crashed": 0, "refused_ok": 0, "refused_crashed": 0}
@@ -114,6 +137,11 @@ def confusion(all_runs, a, r, capacity, outside) -> dict:
     return table
 
 
+def print_verdicts(every, a, r, low, high, capacity, outside) -> None:
+    table = verdicts(every, a, r, low, high, capacity, outside)
+    print("with the band: " + ", ".join(f"{k} {v}" for k, v in sorted(table.items())))
+
+
 def main(argv: list[str]) -> None:
     path = Path(argv[0]) if argv else DATA
     every = runs(path)
@@ -123,6 +151,8 @@ def main(argv: list[str]) -> None:
     print(f"unfitted (a = 1, r = 0): median |error| {median_abs(errors(sample, 1, 0)):.1%}, "
           f"median error {statistics.median(errors(sample, 1, 0)):+.1%}")
     print(f"in-sample: median |error| {median_abs(errors(sample, a, r)):.1%}")
+    low, high = error_band(sample, a, r)
+    print(f"error band (5th, 95th percentile of predicted / measured - 1): {low:+.3f}, {high:+.3f}")
     for held in ("1B", "3B"):
         train = [x for x in sample if x.model != held]
         test = [x for x in sample if x.model == held]
@@ -139,6 +169,8 @@ def main(argv: list[str]) -> None:
         runnable = sum(v for k, v in table.items() if not k.startswith("refused"))
         right = table["fits_ok"] + table["oom_crashed"]
         median = median_abs(errors([x for x in sample if x in group], a, r))
+        if label == "all":
+            print_verdicts(group, a, r, low, high, h100.hbm.usable_bytes, framework.outside_allocator_bytes)
         print(f"  {label:>3}: fits {table['fits_ok']:>4} ok {table['fits_crashed']:>4} crashed | "
               f"OOM {table['oom_ok']:>3} ok {table['oom_crashed']:>4} crashed | refused {table['refused_ok']} ok "
               f"{table['refused_crashed']:>3} crashed | accuracy {right / runnable:.1%}; median |error| {median:.1%}")

@@ -272,6 +272,7 @@ def test_fitted_constants_are_the_fit_and_the_readme_says_what_it_gives():
     sample = [x for x in every if x.ok and x.first is not None]
     a, r = fit.fit(sample)
     assert (NANOTRON.activation_factor, NANOTRON.reserve_bytes) == (a, r)
+    assert (NANOTRON.error_low, NANOTRON.error_high) == fit.error_band(sample, a, r)
     readme = (ROOT / "README.md").read_text()
     claim = re.search(r"median \|error\| of ([\d.]+)% in-sample over ([\d,]+) runs; leave-one-model-out "
                       r"([\d.]+)% \(1B\) and ([\d.]+)% \(3B\)", readme)
@@ -289,6 +290,12 @@ def test_fitted_constants_are_the_fit_and_the_readme_says_what_it_gives():
     right = table["fits_ok"] + table["oom_crashed"]
     runnable = sum(v for k, v in table.items() if not k.startswith("refused"))
     assert float(accuracy.group(1)) == round(100 * right / runnable, 1)
+    verdicts = fit.verdicts(every, a, r, *fit.error_band(sample, a, r), 85520809984, NANOTRON.outside_allocator_bytes)
+    said = re.search(r'"fits" was right for (\d+) of (\d+) runs.*"does NOT fit" for (\d+) of (\d+)', " ".join(readme.split()))
+    assert said, "README states the verdicts"
+    assert [int(x) for x in said.groups()] == [
+        verdicts["fits_ok"], verdicts["fits_ok"] + verdicts["fits_crashed"],
+        verdicts["oom_crashed"], verdicts["oom_crashed"] + verdicts.get("oom_ok", 0)]
 
 
 def test_memory_json_has_the_framework_fields():
@@ -301,6 +308,8 @@ def test_memory_json_has_the_framework_fields():
     assert data["reserved_bytes"] >= data["peak_bytes"] >= data["total_bytes"] - data["components"]["activations"]
     assert set(data["overheads"]) >= {"zero1_gather", "activation_reserve", "reserve"}
     assert data["fits"]["needed_bytes"] == data["reserved_bytes"] + data["outside_allocator_bytes"]
+    assert data["reserved_bytes_low"] < data["reserved_bytes"] < data["reserved_bytes_high"]
+    assert data["fits"]["verdict"] == "fits"
 
 
 def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():

@@ -34,6 +34,16 @@ def _needed(cost) -> float:
     return cost.heaviest.reserved_bytes + outside
 
 
+def _verdict(cost, capacity) -> str:
+    """fits / tight / oom: against the band the framework's fit gives (the exact accounting: no band)."""
+    need = _needed(cost)
+    if cost.framework is None:
+        return "fits" if need <= capacity else "oom"
+    outside = cost.framework.outside_allocator_bytes
+    low, high = cost.framework.band(cost.heaviest.reserved_bytes)
+    return "fits" if high + outside <= capacity else "oom" if low + outside > capacity else "tight"
+
+
 def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     """The JSON of `cost4d memory` (raw bytes)."""
     top = cost.heaviest
@@ -47,6 +57,8 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
                       for k, v in top.overheads.items() if v},
         "peak_bytes": number(top.peak_bytes), "reserved_bytes": number(top.reserved_bytes),
         "peak_phase": top.peak_phase,
+        **({"reserved_bytes_low": number(cost.framework.band(top.reserved_bytes)[0]),
+            "reserved_bytes_high": number(cost.framework.band(top.reserved_bytes)[1])} if cost.framework else {}),
         "outside_allocator_bytes": number(cost.framework.outside_allocator_bytes) if cost.framework else 0,
         "state_bytes_unsharded": number(cost.state_bytes_unsharded),
         "activation_bytes_per_token": number(top.stage.activation_bytes_per_token),
@@ -57,7 +69,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     }
     if fits:
         out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(_needed(cost)),
-                       "fits": _needed(cost) <= capacity}
+                       "fits": _needed(cost) <= capacity, "verdict": _verdict(cost, capacity)}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
                            "chunks": layout.chunks, "bubble_fraction": cost.bubble,
@@ -117,11 +129,16 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     for r in worth:
         out.print(f"  = {r.ratio:.2f} -> {r.devices} x {hardware.name} at {r.label}")
     if fits:
-        verdict = "fits" if data["fits"]["fits"] else "does NOT fit"
+        verdict = {"fits": "fits", "oom": "does NOT fit", "tight": "may not fit"}[data["fits"]["verdict"]]
         outside = data["outside_allocator_bytes"]
         extra = f" (reserved + {format_bytes(outside, units)} outside the allocator)" if outside else ""
+        band = ""
+        if cost.framework is not None:
+            low, high = data["reserved_bytes_low"] + outside, data["reserved_bytes_high"] + outside
+            band = (f"; 90% of the fitted runs measured within {format_bytes(low, units)} to "
+                    f"{format_bytes(high, units)}")
         out.print(f"Per-device need {format_bytes(_needed(cost), units)}{extra} {verdict} in "
-                  f"{hardware.name}'s {format_bytes(capacity, units)}")
+                  f"{hardware.name}'s {format_bytes(capacity, units)}{band}")
     out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
 
 

@@ -40,6 +40,10 @@ class Framework(Spec):
         1.0, description="a: reserved bytes per byte of saved activations (fitted)")
     reserve_bytes: Annotated[float, Field(ge=0, le=2**40)] = Field(
         0.0, description="reserved bytes beyond every named term (fitted)")
+    error_low: Annotated[float, Field(ge=-0.99, le=0)] = Field(
+        0.0, description="5th percentile of predicted / measured - 1 over the fitted runs")
+    error_high: Annotated[float, Field(ge=0, le=10)] = Field(
+        0.0, description="95th percentile of predicted / measured - 1 over the fitted runs")
     context_bytes: Annotated[float, Field(ge=0, le=2**40)] = Field(
         0.0, description="CUDA context and library workspaces, outside torch's allocator")
     nccl_communicators: Annotated[int, Field(ge=0, le=64)] = Field(0, description="NCCL communicators per process")
@@ -56,6 +60,10 @@ class Framework(Spec):
         return self.context_bytes + nccl_buffer_bytes(communicators=self.nccl_communicators,
                                                       channels=self.nccl_channels, buffsize=self.nccl_buffsize)
 
+    def band(self, predicted):
+        """Where the measured value lies for 90% of the fitted runs: predicted / (1 + q95) to / (1 + q5)."""
+        return predicted / (1 + self.error_high), predicted / (1 + self.error_low)
+
     @property
     def exact(self) -> bool:
         return self.name == "exact"
@@ -64,7 +72,7 @@ class Framework(Spec):
 _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the Ultra-Scale Playbook's bench branch)"
 #: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
 #: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
-_FITTED = dict(activation_factor=1.28, reserve_bytes=197_012_480)
+_FITTED = dict(activation_factor=1.28, reserve_bytes=197_012_480, error_low=-0.346, error_high=0.200)
 _BORROWED = "borrowed from the nanotron fit (no measured runs of this framework in shared/data/training-runs)"
 _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
 
