@@ -90,7 +90,7 @@ def fit(sample) -> tuple[float, float]:
     best = None
     for step in range(0, 301):
         a = 1 + step / 100
-        r = max(0.0, statistics.median(x.measured - predict(x.first, a, 0) for x in sample))
+        r = float(max(0, round(statistics.median(x.measured - predict(x.first, a, 0) for x in sample))))
         score = statistics.median(abs(e) for e in errors(sample, a, r))
         if best is None or score < best[0]:
             best = (score, a, r)

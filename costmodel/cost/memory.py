@@ -79,6 +79,7 @@ OVERHEADS = {
     "loss_upcast": ((FORWARD_BACKWARD,), False),
     "wgrad_cache": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
+    "p2p_buffers": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
@@ -129,6 +130,10 @@ def overheads(framework, recipe, point, st: Stage, acts) -> dict:
         out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), ov.fsdp_in_flight_bytes(
             block_params=blocks, output_params=output, gather_bytes=recipe.compute_bytes,
             reduce_bytes=dtype_bytes(framework.reduce_dtype)), 0)
+    if framework.p2p_buffers:
+        out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
+            activation_bytes_per_microbatch=recipe.activation_bytes * tokens * st.width / (point.tp if point.sp else 1)),
+            0)
     if framework.activation_factor != 1:
         out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
                                                                 factor=framework.activation_factor)

@@ -112,3 +112,15 @@ def fsdp_in_flight_bytes(*, block_params, output_params, gather_bytes, reduce_by
     torchtitan/models/llama3/infra/parallelize.py apply_fsdp, reshard_after_forward=False for it).
     """
     return (3 * gather_bytes + reduce_bytes) * block_params + gather_bytes * output_params
+
+
+def p2p_buffer_bytes(*, activation_bytes_per_microbatch):
+    """Pipeline receive buffers: a stage holds the activation it receives for the next forward and the
+    gradient it receives for the next backward, one micro-batch's b_a T D (/ t with SP) each.
+
+    Megatron allocates each receive tensor per call with shape (s / c [/ t with SP], b, h)
+    (NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/schedules.py, ~L2137-2143); nanotron's
+    engine receives into fresh tensors the same way (huggingface/nanotron@67c5ebb6
+    src/nanotron/parallel/pipeline_parallel/p2p.py).
+    """
+    return 2 * activation_bytes_per_microbatch

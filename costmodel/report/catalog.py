@@ -69,7 +69,7 @@ def frameworks(as_json: bool) -> None:
         emit_json({"frameworks": rows})
         return
     t = table("Framework profiles (--framework)", "name", "recipe", "split", "terms", "fitted", "source")
-    terms = ("ddp_buckets", "zero1_gather", "sp_gather_buffer", "wgrad_cache", "fsdp_buffers")
+    terms = ("ddp_buckets", "zero1_gather", "sp_gather_buffer", "wgrad_cache", "fsdp_buffers", "p2p_buffers")
     for f in rows:
         named = [k for k in terms if f[k]] + ([f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []) + (["foreach optimizer"] if f["optimizer_step"] == "foreach" else [])
         fitted = (f"a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"

@@ -21,6 +21,7 @@ OVERHEAD_LABELS = {
     "loss_upcast": "logits cast to fp32 for the loss",
     "wgrad_cache": "TE's cached weight-gradient buffers",
     "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",
+    "p2p_buffers": "pipeline receive buffers",
     "zero1_gather": "ZeRO-1 parameter all-gather buffers",
     "optimizer_temporaries": "foreach optimizer temporaries",
     "activation_reserve": "allocator reserve on activations (fitted)",
