@@ -62,3 +62,44 @@ def test_step_bad_input(args, needle):
     out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "xxl", *args],
                          capture_output=True, text=True)
     assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "shared" / "data" / "training-runs").is_dir(),
+                    reason="../shared/data is beside the checkout (CI links it)")
+def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
+    """h100-sxm's sustained_fraction and band are what benchmarks/check_step_dgxc.py --fit gives, and the
+    README's figures are its output."""
+    import importlib.util
+    import re
+    import statistics
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("check_step_dgxc", root / "benchmarks" / "check_step_dgxc.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    from costmodel.specs.load import load_hardware
+
+    h100 = load_hardware("h100-sxm")
+    report = module.fit_report(module.cases(), module.with_sustained(h100, 1.0))
+    sm = h100.step_model
+    assert (sm.sustained_fraction, (sm.error_low, sm.error_high)) == (report["fraction"], report["band"])
+    readme = " ".join((root / "README.md").read_text().split())
+    said = re.search(r"sustains, \*\*([\d.]+)\*\*.*?Median \|error\| of the step time ([\d.]+)% in-sample over (\d+) "
+                     r"rows; leaving each workload out of the fit, ([\d.]+)% to ([\d.]+)%", readme)
+    assert said
+    held = [error for _, error in report["held_out"].values()]
+    assert [float(x) for x in said.groups()] == [report["fraction"], round(100 * report["in_sample"], 1),
+                                                  report["rows"], round(100 * min(held), 1), round(100 * max(held), 1)]
+    shipped = [module.predicted(c, h100) / c.measured_s - 1 for c in module.cases() if not c.skipped]
+    assert statistics.median(abs(e) for e in shipped) == report["in_sample"]
+
+
+def test_step_json_has_the_range():
+    args = [sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--recipe", "megatron", "--tp", "2",
+            "--sp", "--fsdp", "4", "--zero", "1", "--tokens", "8192", "--json", "--hardware"]
+    h100 = json.loads(subprocess.run(args + ["h100-sxm"], capture_output=True, text=True, check=True).stdout)
+    assert h100["step_s_low"] < h100["step_s"] < h100["step_s_high"]
+    a100 = json.loads(subprocess.run(args + ["a100-80gb"], capture_output=True, text=True, check=True).stdout)
+    assert a100["step_s_low"] is None and a100["step_s_high"] is None

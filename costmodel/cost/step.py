@@ -65,8 +65,17 @@ class StepTime:
 
 def matmul_efficiency(shape, point, hardware):
     """Achieved / dense peak of the step's matmuls: the measured table's figure for the MLP's first
-    matmul shape (tokens of a micro-batch x F/t x D), else the spec's constant. In a formula it is
-    the letter e_mm (its value comes from the table at the layout)."""
+    matmul shape (tokens of a micro-batch x F/t x D), else the spec's constant, times the fraction a
+    whole step sustains (``sustained_fraction``). In a formula it is the letter e_mm (its value comes
+    from the table at the layout)."""
+    isolated = _isolated_efficiency(shape, point, hardware)
+    sustained = hardware.step_model.sustained_fraction
+    if sustained == 1 or family(isolated) == "sympy":  # the letter e_mm stands for the product
+        return isolated
+    return isolated * sustained
+
+
+def _isolated_efficiency(shape, point, hardware):
     sm = hardware.step_model
     if sm is None:
         raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, elementwise passes)")

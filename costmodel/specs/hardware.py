@@ -98,6 +98,13 @@ class StepModel(Spec):
     matmul_table: Name | None = Field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
+    sustained_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="fraction of the matmul throughput in the table (or matmul_efficiency) that a whole "
+        "training step sustains: isolated GEMM benchmarks run at boost clocks, a step at power-limited ones")
+    error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
+        None, description="smallest predicted / measured - 1 of the fit's held-out rows (the printed band)")
+    error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
+        None, description="largest predicted / measured - 1 of the fit's held-out rows")
     elementwise_passes: Annotated[float, Field(ge=0, le=1e4)] = Field(
         description="HBM passes over a (h + a s)-element activation per token and layer by the non-matmul "
         "ops (norms, softmax, dropout, activations), in the activation dtype")
