@@ -104,7 +104,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
-            step = step_time(shape, recipe, point, hardware, flops, rows, overlap)
+            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

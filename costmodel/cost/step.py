@@ -15,7 +15,7 @@ from costmodel.cost.flops import StepFlops
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import step as fs
-from costmodel.mathops import ceil_div, exact_div, family
+from costmodel.mathops import ceil_div, exact_div, family, maximum, where
 from costmodel.parallel import pipeline
 
 OVERLAPS = ("overlap", "none")
@@ -94,9 +94,29 @@ def _isolated_efficiency(shape, point, hardware):
     return sm.matmul_efficiency
 
 
+def slowest_stage(shape, stages, seq_len=None):
+    """(p x the largest stage's share of the model's forward FLOPs, the most layers on a stage).
+
+    A pipeline runs at its slowest stage. A stage's share is (L_i c + last_i c_o) / (L c + c_o), c a
+    layer's forward FLOPs per token and c_o the output layer's: p times the largest share is 1 for a
+    balanced split and exceeds it when the last stage also runs the output layer or the split is
+    uneven. Recomputation and backward are taken to follow the forward's split."""
+    layer = shape.layer_forward_flops_per_token()
+    output = shape.forward_flops_per_token() - shape.layers * layer
+    total = shape.layers * layer + output
+    share, layers = None, None
+    for st in stages:
+        mine = where(st.role.exists, (st.layers * layer + st.role.last * output) / total, 0)
+        count = where(st.role.exists, st.layers, 0)
+        share = mine if share is None else maximum(share, mine)
+        layers = count if layers is None else maximum(layers, count)
+    return share, layers
+
+
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
-              overlap: str = "overlap") -> StepTime:
-    """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives."""
+              overlap: str = "overlap", stages=None) -> StepTime:
+    """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
+    pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`)."""
     if overlap not in OVERLAPS:
         raise CostModelError(f"--overlap {shown(overlap)}: use overlap or none")
     peak = hardware.flops("bf16")
@@ -104,11 +124,13 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     devices = point.devices
     efficiency = matmul_efficiency(shape, point, hardware)
     hw_flops = flops.hardware_per_token * global_tokens
-    matmul = fs.matmul_seconds(flops=hw_flops / devices, peak_flops=peak, efficiency=efficiency)
+    share, most_layers = (1, ceil_div(shape.layers, point.pp)) if stages is None else slowest_stage(shape, stages)
+    imbalance = share if stages is None else share * point.pp  # 1: every stage does an equal share
+    matmul = fs.matmul_seconds(flops=hw_flops * imbalance / devices, peak_flops=peak, efficiency=efficiency)
     heads, seq = (shape.heads, shape.seq_len) if shape.attention else (0, 0)
     width = shape.width if shape.attention else shape.width + shape.mlp_width
     elementwise = fs.elementwise_seconds(
-        tokens=exact_div(point.tokens, point.cp) * point.micro_steps, layers=ceil_div(shape.layers, point.pp),
+        tokens=exact_div(point.tokens, point.cp) * point.micro_steps, layers=most_layers,
         hidden=width, heads=heads, seq_len=seq, act_bytes=recipe.activation_bytes,
         passes=hardware.step_model.elementwise_passes, tp=point.tp, hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
         flash=point.flash)
