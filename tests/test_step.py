@@ -103,3 +103,16 @@ def test_step_json_has_the_range():
     assert h100["step_s_low"] < h100["step_s"] < h100["step_s_high"]
     a100 = json.loads(subprocess.run(args + ["a100-80gb"], capture_output=True, text=True, check=True).stdout)
     assert a100["step_s_low"] is None and a100["step_s_high"] is None
+
+
+def test_mfu_attention_convention():
+    """Causal MFU removes half of attention's Q K^T and A V (3 L x 4 s a d_h per token, forward and
+    backward) from the model FLOPs; the step time does not change."""
+    base = [sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--recipe",
+            "megatron", "--fsdp", "8", "--zero", "1", "--tokens", "8192", "--json", "--attention-flops"]
+    full, causal = (json.loads(subprocess.run(base + [c], capture_output=True, text=True, check=True).stdout)
+                    for c in ("full", "causal"))
+    assert full["step_s"] == causal["step_s"] and full["mfu_convention"] == "attention full"
+    attention = 3 * 32 * 4 * 8192 * 32 * 128  # per token
+    model = full["mfu"] * full["step_s"] * 8 * 989.4e12 / full["tokens_per_step"]  # model FLOPs per token
+    assert causal["mfu"] / full["mfu"] == pytest.approx((model - attention / 2) / model, rel=1e-12)

@@ -19,6 +19,9 @@ def step(
     overlap: Annotated[str, typer.Option(
         help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
     = "overlap",
+    attention_flops: Annotated[str, typer.Option(
+        metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
+        "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",
     as_json: o.JsonOpt = False,
     *,
     layout,
@@ -34,10 +37,14 @@ def step(
     from costmodel.report.step import step as report
     from costmodel.specs.load import load_hardware, load_model, load_recipe
 
+    if attention_flops not in ("full", "causal"):
+        from costmodel.inputs.files import shown
+
+        raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
     spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
     if layout.tokens == 0:
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
     cost = evaluate_layout(spec, rec, layout, device, overlap=overlap)
-    report(cost, device, as_json=as_json)
+    report(cost, device, as_json=as_json, convention=attention_flops)

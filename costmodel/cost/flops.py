@@ -14,11 +14,18 @@ class StepFlops:
     tokens: object  # tokens of one model replica's micro-batch
     devices_per_replica: object  # tp x pp x cp share one replica's work
     recompute_per_token: object = 0  # forward FLOPs run again in backward (HFU counts them, MFU not)
+    attention_per_token: object = 0  # of the model FLOPs, attention's Q K^T and A V over the full s x s (fwd + bwd)
 
     @property
     def per_token(self):
         """Model FLOPs per token (MFU's numerator)."""
         return self.forward_per_token + self.backward_per_token
+
+    def model_per_token(self, convention: str = "full"):
+        """Model FLOPs per token with attention counted over the full s x s or, ``causal``, the half a
+        causal mask leaves (PaLM, Chowdhery et al. 2022, arXiv:2204.02311, App. B counts it full;
+        Llama 3 and many reports halve it)."""
+        return self.per_token - (self.attention_per_token / 2 if convention == "causal" else 0)
 
     @property
     def hardware_per_token(self):
@@ -56,7 +63,8 @@ def step_flops(shape, point, seq_len=None) -> StepFlops:
     return StepFlops(forward_per_token=shape.forward_flops_per_token(seq_len),
                      backward_per_token=shape.backward_flops_per_token(seq_len),
                      tokens=point.tokens, devices_per_replica=point.tp * point.pp * point.cp,
-                     recompute_per_token=recompute_flops_per_token(shape, point, seq_len))
+                     recompute_per_token=recompute_flops_per_token(shape, point, seq_len),
+                     attention_per_token=3 * shape.layers * shape.attention_score_flops_per_token(seq_len))
 
 
 def six_n_t(params, tokens):

@@ -39,6 +39,12 @@ class StepTime:
     peak_flops: float
     matmul_efficiency: object
     overlap: str = "overlap"
+    attention_flops: object = 0  # of model_flops: attention's Q K^T and A V over the full s x s
+
+    def mfu_with(self, convention: str = "full"):
+        """MFU with attention counted over the full s x s or (``causal``) half of it."""
+        flops = self.model_flops - (self.attention_flops / 2 if convention == "causal" else 0)
+        return fs.utilisation(flops=flops, seconds=self.step_s, devices=self.devices, peak_flops=self.peak_flops)
 
     @property
     def tokens_per_s(self):
@@ -145,4 +151,4 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap)
+                    overlap, flops.attention_per_token * global_tokens)

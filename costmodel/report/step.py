@@ -13,19 +13,20 @@ def band(step_s, hardware):
     return step_s / (1 + sm.error_high), step_s / (1 + sm.error_low)
 
 
-def payload(cost, hardware) -> dict:
+def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
     low_high = band(b.step_s, hardware)
     return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
-            "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu, "hfu": b.hfu,
+            "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
+            "mfu_convention": f"attention {convention}", "hfu": b.hfu,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency, "overlap": b.overlap,
             "breakdown": b.parts, "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"]}
 
 
-def step(cost, hardware, *, as_json: bool) -> None:
-    data = payload(cost, hardware)
+def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
+    data = payload(cost, hardware, convention)
     if as_json:
         emit_json(data)
         return
@@ -43,7 +44,8 @@ def step(cost, hardware, *, as_json: bool) -> None:
     t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]",
               f"range {low_high[0]:.4f} - {low_high[1]:.4f}" if low_high else "no fitted range for this device")
     out.print(t)
-    out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {b.mfu:.1%}, "
+    out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
+              f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s bf16 dense)")
     out.print(f"Step-model parameters: {hardware.step_model.source}")
     if low_high:
