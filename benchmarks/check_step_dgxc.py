@@ -2,12 +2,12 @@
 
     python benchmarks/check_step_dgxc.py [CSV]          # predicted vs measured with the shipped spec
     python benchmarks/check_step_dgxc.py --fit [CSV]    # fit h100-sxm's sustained_fraction, leave-one-workload-out
+    python benchmarks/check_step_dgxc.py --fit-fp8 [CSV]  # then its fp8_efficiency on the fp8 rows
 
 Each row of shared/data/training-runs/nvidia_dgxc_h100_training.csv gives a workload, a GPU count,
 the measured step time and the layout in words; the layouts are written out below from the
 `config` column (NeMo: distributed optimizer as --fsdp N --zero 1, SP with TP; MaxText: pure FSDP).
-Rows cost4d cannot express yet are listed with the reason (fp8: no fp8 step model; the 405B proxy
-models at 32-128 GPUs). Prints predicted vs measured step time and the error per row, per workload
+Rows cost4d cannot express are listed with the reason (the 405B proxy models at 32-128 GPUs). Prints predicted vs measured step time and the error per row, per workload
 and overall.
 """
 
@@ -38,6 +38,7 @@ class Case:
     recipe: str = "megatron"
     layout: dict | None = None
     skipped: str | None = None
+    precision: str = "bf16"
 
 
 def _nemo(model, gpus, *, tp, pp, cp, vp, per_replica_dp, microbatches, seq):
@@ -50,18 +51,21 @@ def _nemo(model, gpus, *, tp, pp, cp, vp, per_replica_dp, microbatches, seq):
 def case(row: dict) -> Case:
     """The layout of one row, from its `config` text (see the module docstring)."""
     name, gpus, measured = row["workload"], int(row["gpus"]), float(row["step_time_s"])
-    base = Case(name, gpus, measured)
-    if "FP8" in name:
-        return Case(name, gpus, measured, skipped="fp8: no fp8 step model yet")
+    precision = "fp8" if "FP8" in name else "bf16"
+    base = Case(name, gpus, measured, precision=precision)
     if name.startswith("Llama 3.1 8b"):  # TP1 PP1 CP2, DP = G/2, MBS1, GBS = 16 G: 32 micro-batches
         return Case(**{**base.__dict__, **_nemo("llama3-8b", gpus, tp=1, pp=1, cp=2, vp=1, per_replica_dp=2,
                                                 microbatches=32, seq=8192)})
+    if name.startswith("Llama 3.1 70b FP8"):  # TP4 PP8 CP1 VP5, DP = G/32, GBS = 2 G: 64 micro-batches
+        return Case(**{**base.__dict__, **_nemo("llama3-70b", gpus, tp=4, pp=8, cp=1, vp=5, per_replica_dp=32,
+                                                microbatches=64, seq=8192)})
     if name.startswith("Llama 3.1 70b"):  # TP4 PP4 CP2 VP5, DP = G/32, GBS = 2 G: 64 micro-batches
         return Case(**{**base.__dict__, **_nemo("llama3-70b", gpus, tp=4, pp=4, cp=2, vp=5, per_replica_dp=32,
                                                 microbatches=64, seq=8192)})
     if name.startswith("Llama 3.1 405b"):  # TP8 PP8 CP2 VP8, DP = G/128, GBS = G/2: 64 micro-batches
         if gpus < 256:
-            return Case(name, gpus, measured, skipped="proxy model with fewer layers (the row's note)")
+            return Case(name, gpus, measured, skipped="proxy model with fewer layers (the row's note)",
+                        precision=precision)
         return Case(**{**base.__dict__, **_nemo("llama3-405b", gpus, tp=8, pp=8, cp=2, vp=8, per_replica_dp=128,
                                                 microbatches=64, seq=8192)})
     if name.startswith("NeMo Megatron"):  # GPT-3 175B seq 2048, TP4 PP8 VP6, DP = G/32, GBS = 2 G: 64
@@ -71,13 +75,14 @@ def case(row: dict) -> Case:
         # the row names no remat policy; only full recomputation fits (cost4d memory: none and selective
         # need 453 GB per device at --fsdp 128, full 39 GB), so full it is
         fsdp = {128: 128, 256: 256, 512: 128, 1024: 128, 2048: 128}[gpus]  # ici 8 x dcn_fsdp 16/32/16/16/16
-        return Case(name, gpus, measured, model="llama3-70b", recipe="cs336",
+        return Case(name, gpus, measured, model="llama3-70b", recipe="cs336", precision=precision,
                     layout=dict(fsdp=fsdp, dp=gpus // fsdp, zero=3, tokens=2 * 8192, recompute="full"))
     return Case(name, gpus, measured, skipped="workload not mapped")
 
 
 def predicted(c: Case, hardware) -> float:
-    cost = evaluate_layout(load_model(c.model), load_recipe(c.recipe), Layout(**c.layout), hardware)
+    cost = evaluate_layout(load_model(c.model), load_recipe(c.recipe), Layout(**c.layout), hardware,
+                           precision=c.precision)
     return cost.step.step_s
 
 
@@ -86,34 +91,36 @@ def cases(path=DATA) -> list[Case]:
         return [case(row) for row in csv.DictReader(handle)]
 
 
-def with_sustained(hardware, fraction: float):
-    """The spec with another sustained_fraction (what the fit varies)."""
-    model = hardware.step_model.model_copy(update={"sustained_fraction": fraction})
+def with_sustained(hardware, fraction: float, field: str = "sustained_fraction"):
+    """The spec with another sustained_fraction (or fp8_efficiency): what the fit varies."""
+    model = hardware.step_model.model_copy(update={field: fraction})
     return hardware.model_copy(update={"step_model": model})
 
 
-def fit_sustained(sample: list[Case], hardware) -> float:
-    """The sustained fraction with the smallest median |error|: steps of 0.01 from 0.50 to 1.00, then
-    of 0.001 within 0.01 of the best (ties: the larger fraction)."""
+def fit_sustained(sample: list[Case], hardware, field: str = "sustained_fraction") -> float:
+    """The value of ``field`` with the smallest median |error|: steps of 0.01 from 0.30 to 1.00, then
+    of 0.001 within 0.01 of the best (ties: the larger value)."""
     def score(milli: int) -> float:
-        spec = with_sustained(hardware, milli / 1000)
+        spec = with_sustained(hardware, milli / 1000, field)
         return statistics.median(abs(predicted(c, spec) / c.measured_s - 1) for c in sample)
 
-    coarse = min(range(500, 1001, 10), key=lambda m: (score(m), -m))
-    fine = range(max(500, coarse - 10), min(1000, coarse + 10) + 1)
+    coarse = min(range(300, 1001, 10), key=lambda m: (score(m), -m))
+    fine = range(max(300, coarse - 10), min(1000, coarse + 10) + 1)
     return min(fine, key=lambda m: (score(m), -m)) / 1000
 
 
-def fit_report(all_cases: list[Case], hardware) -> dict:
-    """In-sample and leave-one-workload-out median |error| of the fitted fraction."""
-    sample = [c for c in all_cases if not c.skipped]
-    fraction = fit_sustained(sample, hardware)
-    spec = with_sustained(hardware, fraction)
+def fit_report(all_cases: list[Case], hardware, precision: str = "bf16") -> dict:
+    """In-sample and leave-one-workload-out median |error|: bf16 rows fit the sustained fraction; fp8
+    rows (with the spec's sustained fraction) fit fp8_efficiency."""
+    field = "sustained_fraction" if precision == "bf16" else "fp8_efficiency"
+    sample = [c for c in all_cases if not c.skipped and c.precision == precision]
+    fraction = fit_sustained(sample, hardware, field)
+    spec = with_sustained(hardware, fraction, field)
     inside = statistics.median(abs(predicted(c, spec) / c.measured_s - 1) for c in sample)
     held, residuals = {}, []
     for workload in sorted({c.workload for c in sample}):
-        other = fit_sustained([c for c in sample if c.workload != workload], hardware)
-        spec_out = with_sustained(hardware, other)
+        other = fit_sustained([c for c in sample if c.workload != workload], hardware, field)
+        spec_out = with_sustained(hardware, other, field)
         errors = [predicted(c, spec_out) / c.measured_s - 1 for c in sample if c.workload == workload]
         residuals += errors
         held[workload] = (other, statistics.median(abs(e) for e in errors))
@@ -122,10 +129,15 @@ def fit_report(all_cases: list[Case], hardware) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--fit":
-        report = fit_report(cases(Path(argv[1]) if len(argv) > 1 else DATA),
-                            with_sustained(load_hardware("h100-sxm"), 1.0))
-        print(f"sustained_fraction = {report['fraction']:.3f}: median |error| {report['in_sample']:.1%} in-sample "
+    if argv and argv[0] in ("--fit", "--fit-fp8"):
+        h100 = load_hardware("h100-sxm")
+        if argv[0] == "--fit":
+            report = fit_report(cases(Path(argv[1]) if len(argv) > 1 else DATA), with_sustained(h100, 1.0))
+            name = "sustained_fraction"
+        else:
+            report = fit_report(cases(Path(argv[1]) if len(argv) > 1 else DATA), h100, "fp8")
+            name = "fp8_efficiency"
+        print(f"{name} = {report['fraction']:.3f}: median |error| {report['in_sample']:.1%} in-sample "
               f"over {report['rows']} rows")
         for workload, (fraction, error) in report["held_out"].items():
             print(f"  leave out {workload:<26} fitted {fraction:.3f}, median |error| on it {error:.1%}")

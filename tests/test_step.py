@@ -92,8 +92,17 @@ def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
     held = [error for _, error in report["held_out"].values()]
     assert [float(x) for x in said.groups()] == [report["fraction"], round(100 * report["in_sample"], 1),
                                                   report["rows"], round(100 * min(held), 1), round(100 * max(held), 1)]
-    shipped = [module.predicted(c, h100) / c.measured_s - 1 for c in module.cases() if not c.skipped]
+    shipped = [module.predicted(c, h100) / c.measured_s - 1 for c in module.cases()
+               if not c.skipped and c.precision == "bf16"]
     assert statistics.median(abs(e) for e in shipped) == report["in_sample"]
+    fp8 = module.fit_report(module.cases(), h100, "fp8")
+    assert (sm.fp8_efficiency, (sm.fp8_error_low, sm.fp8_error_high)) == (fp8["fraction"], fp8["band"])
+    said = re.search(r"`fp8_efficiency` \*\*([\d.]+)\*\*.*?([\d.]+)% median \|error\| in-sample, but leaving a "
+                     r"workload out gives ([\d.]+)% to ([\d.]+)% on it", readme)
+    assert said
+    held = [error for _, error in fp8["held_out"].values()]
+    assert [float(x) for x in said.groups()] == [fp8["fraction"], round(100 * fp8["in_sample"], 1),
+                                                  round(100 * min(held), 1), round(100 * max(held), 1)]
 
 
 def test_step_json_has_the_range():
@@ -112,7 +121,7 @@ def test_mfu_attention_convention():
             "megatron", "--fsdp", "8", "--zero", "1", "--tokens", "8192", "--json", "--attention-flops"]
     full, causal = (json.loads(subprocess.run(base + [c], capture_output=True, text=True, check=True).stdout)
                     for c in ("full", "causal"))
-    assert full["step_s"] == causal["step_s"] and full["mfu_convention"] == "attention full"
+    assert full["step_s"] == causal["step_s"] and full["mfu_convention"] == "attention full, against the bf16 peak"
     attention = 3 * 32 * 4 * 8192 * 32 * 128  # per token
     model = full["mfu"] * full["step_s"] * 8 * 989.4e12 / full["tokens_per_step"]  # model FLOPs per token
     assert causal["mfu"] / full["mfu"] == pytest.approx((model - attention / 2) / model, rel=1e-12)

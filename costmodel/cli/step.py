@@ -19,6 +19,10 @@ def step(
     overlap: Annotated[str, typer.Option(
         help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
     = "overlap",
+    precision: Annotated[str, typer.Option(
+        metavar="bf16|fp8", help="Matmul precision: bf16, or fp8 linear layers (Transformer Engine recipes: "
+        "per-tensor scaling, casts and amax included through the spec's fitted fp8_efficiency; attention "
+        "stays bf16). MFU is then against the fp8 peak, as NVIDIA reports it.")] = "bf16",
     attention_flops: Annotated[str, typer.Option(
         metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
         "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",
@@ -46,5 +50,5 @@ def step(
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
-    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap)
+    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision)
     report(cost, device, as_json=as_json, convention=attention_flops)

@@ -85,7 +85,7 @@ def _collective(row):
 
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
-             seq_len=None, framework=None) -> Cost:
+             seq_len=None, framework=None, precision: str = "bf16") -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model)."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
@@ -104,7 +104,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
-            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held)
+            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

@@ -19,6 +19,7 @@ from costmodel.mathops import ceil_div, exact_div, family, maximum, where
 from costmodel.parallel import pipeline
 
 OVERLAPS = ("overlap", "none")
+PRECISIONS = ("bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class StepTime:
     matmul_efficiency: object
     overlap: str = "overlap"
     attention_flops: object = 0  # of model_flops: attention's Q K^T and A V over the full s x s
+    precision: str = "bf16"  # of the linear layers' matmuls; peak_flops is this precision's
 
     def mfu_with(self, convention: str = "full"):
         """MFU with attention counted over the full s x s or (``causal``) half of it."""
@@ -119,20 +121,39 @@ def slowest_stage(shape, stages, seq_len=None):
     return share, layers
 
 
+def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision: str):
+    """Matmul time of ``hw_flops`` (whole step) of which ``attention_flops`` are attention's Q K^T and
+    A V. bf16: all at the bf16 peak x e. fp8 (Transformer Engine recipes): the linear layers at the fp8
+    peak x e x the spec's fp8_efficiency (casts, amax, fp8 GEMMs' own efficiency), attention in bf16."""
+    bf16 = hardware.flops("bf16")
+    if precision == "bf16":
+        return fs.matmul_seconds(flops=hw_flops, peak_flops=bf16, efficiency=efficiency)
+    factor = hardware.step_model.fp8_efficiency
+    if factor is None:
+        raise CostModelError(f"{hardware.name}: its step_model has no fp8_efficiency (no fp8 step model)")
+    return (fs.matmul_seconds(flops=attention_flops, peak_flops=bf16, efficiency=efficiency)
+            + fs.matmul_seconds(flops=hw_flops - attention_flops, peak_flops=hardware.flops("fp8"),
+                                efficiency=efficiency * factor))
+
+
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
-              overlap: str = "overlap", stages=None) -> StepTime:
+              overlap: str = "overlap", stages=None, precision: str = "bf16") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`)."""
     if overlap not in OVERLAPS:
         raise CostModelError(f"--overlap {shown(overlap)}: use overlap or none")
-    peak = hardware.flops("bf16")
+    if precision not in PRECISIONS:
+        raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
+    peak = hardware.flops(precision)
     global_tokens = point.tokens * point.micro_steps * point.data
     devices = point.devices
     efficiency = matmul_efficiency(shape, point, hardware)
     hw_flops = flops.hardware_per_token * global_tokens
     share, most_layers = (1, ceil_div(shape.layers, point.pp)) if stages is None else slowest_stage(shape, stages)
     imbalance = share if stages is None else share * point.pp  # 1: every stage does an equal share
-    matmul = fs.matmul_seconds(flops=hw_flops * imbalance / devices, peak_flops=peak, efficiency=efficiency)
+    attention = flops.attention_per_token * global_tokens
+    matmul = matmul_seconds(hw_flops * imbalance / devices, attention * imbalance / devices, hardware=hardware,
+                            efficiency=efficiency, precision=precision)
     heads, seq = (shape.heads, shape.seq_len) if shape.attention else (0, 0)
     width = shape.width if shape.attention else shape.width + shape.mlp_width
     elementwise = fs.elementwise_seconds(
@@ -151,4 +172,4 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap, flops.attention_per_token * global_tokens)
+                    overlap, attention, precision)

@@ -5,21 +5,27 @@ from __future__ import annotations
 from costmodel.report.common import console, emit_json, table
 
 
-def band(step_s, hardware):
-    """(low, high): where the measured step lay for the fit's held-out rows, or None without a band."""
+def errors(hardware, precision: str = "bf16"):
+    """(low, high) of predicted / measured - 1 over the fit's held-out rows, or None without a fit."""
     sm = hardware.step_model
-    if sm.error_low is None or sm.error_high is None:
-        return None
-    return step_s / (1 + sm.error_high), step_s / (1 + sm.error_low)
+    pair = (sm.fp8_error_low, sm.fp8_error_high) if precision == "fp8" else (sm.error_low, sm.error_high)
+    return None if None in pair else pair
+
+
+def band(step_s, hardware, precision: str = "bf16"):
+    """(low, high): where the measured step lay for the fit's held-out rows, or None without a band."""
+    pair = errors(hardware, precision)
+    return None if pair is None else (step_s / (1 + pair[1]), step_s / (1 + pair[0]))
 
 
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
-    low_high = band(b.step_s, hardware)
+    low_high = band(b.step_s, hardware, b.precision)
     return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
-            "mfu_convention": f"attention {convention}", "hfu": b.hfu,
+            "mfu_convention": f"attention {convention}, against the {b.precision} peak", "hfu": b.hfu,
+            "precision": b.precision,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency, "overlap": b.overlap,
             "breakdown": b.parts, "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"]}
@@ -40,16 +46,16 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4f}", notes[key])
     t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
-    low_high = band(b.step_s, hardware)
+    low_high = band(b.step_s, hardware, b.precision)
     t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]",
               f"range {low_high[0]:.4f} - {low_high[1]:.4f}" if low_high else "no fitted range for this device")
     out.print(t)
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
-              f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s bf16 dense)")
+              f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     out.print(f"Step-model parameters: {hardware.step_model.source}")
     if low_high:
-        sm = hardware.step_model
+        low, high = errors(hardware, b.precision)
         out.print(f"Range: the step times the fit's held-out rows measured, relative to their predictions "
-                  f"({sm.error_low:+.1%} to {sm.error_high:+.1%}); other frameworks can fall outside it")
+                  f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))

@@ -101,6 +101,13 @@ class StepModel(Spec):
     sustained_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
         1.0, description="fraction of the matmul throughput in the table (or matmul_efficiency) that a whole "
         "training step sustains: isolated GEMM benchmarks run at boost clocks, a step at power-limited ones")
+    fp8_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="fp8 linear layers (Transformer Engine, per-tensor scaling): achieved fp8 throughput "
+        "over fp8 peak x the bf16 efficiency of the same shape, casts and amax included (None: no fp8 model)")
+    fp8_error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
+        None, description="as error_low, for --precision fp8 (its own fit's held-out rows)")
+    fp8_error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
+        None, description="as error_high, for --precision fp8")
     error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
         None, description="smallest predicted / measured - 1 of the fit's held-out rows (the printed band)")
     error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
