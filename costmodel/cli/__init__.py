@@ -38,13 +38,14 @@ def _app(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def _register() -> None:
-    from costmodel.cli import calc, catalog, measure, solve, step
+    from costmodel.cli import calc, catalog, measure, plan, solve, step
 
     for module in (catalog, calc):
         module.register(app)
     app.add_typer(solve.solve_app, name="solve")
     app.add_typer(solve.explain_app, name="explain")
     app.command("step")(step.step)
+    app.command("plan")(plan.plan)
     measure.register(app)
 
 

@@ -15,7 +15,8 @@ from costmodel.cli.layout import with_layout
 def step(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(help="Device name or spec file (needs a step_model section).")],
-    recipe: o.RecipeOpt = "cs336",
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
     overlap: Annotated[str, typer.Option(
         help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
     = "overlap",
@@ -45,10 +46,14 @@ def step(
         from costmodel.inputs.files import shown
 
         raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
-    spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
+    from costmodel.specs.load import load_framework
+
+    frame = load_framework(framework)
+    spec, rec, device = load_model(model), load_recipe(recipe or frame.recipe or "cs336"), load_hardware(hardware)
     if layout.tokens == 0:
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
-    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision)
+    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision,
+                           framework=None if frame.exact else frame)
     report(cost, device, as_json=as_json, convention=attention_flops)

@@ -1,0 +1,70 @@
+"""`cost4d plan`: the best 4D layouts for a model, a cluster and a global batch."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from costmodel.cli import options as o
+from costmodel.inputs import bounds
+from costmodel.inputs.numbers import real, whole
+
+
+def plan(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
+    gpus: Annotated[int, typer.Option(parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")],
+    global_batch: Annotated[int, typer.Option(parser=whole(1, bounds.TOKENS), metavar="TOKENS",
+                                              help="Tokens per optimizer step (all replicas, all micro-batches).")],
+    seq: Annotated[Optional[int], typer.Option(parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+                                               help="Sequence length (default: the model's).")] = None,
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
+    precision: Annotated[str, typer.Option(metavar="bf16|fp8", help="Matmul precision, as in `cost4d step`.")] = "bf16",
+    top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
+    headroom: Annotated[float, typer.Option(parser=real(0, 0.9), metavar="FRACTION",
+                                            help="Fraction of HBM to leave free (e.g. 0.05).")] = 0.0,
+    explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
+                                                   help="Print the N-th layout's full step breakdown too.")] = None,
+    as_json: o.JsonOpt = False,
+) -> None:
+    """Search every layout (data x FSDP/HSDP x TP+SP x PP schedules x CP x micro-batch x recompute) that
+    fits, ranked by predicted tokens/s; each row's `cost4d step` command reproduces it.
+
+    Example: cost4d plan --model llama3-70b --hardware h100-sxm --gpus 512 --global-batch 4194304 --seq 8192
+    """
+    from costmodel.errors import CostModelError
+    from costmodel.report.plan import plan as report
+    from costmodel.solve.plan import command, plan as search, why
+    from costmodel.specs.load import load_framework, load_hardware, load_model, load_recipe
+
+    frame = load_framework(framework)
+    spec, device = load_model(model), load_hardware(hardware)
+    rec = load_recipe(recipe or frame.recipe or "cs336")
+    length = seq or getattr(spec, "seq_len", None)
+    if not length:
+        raise CostModelError(f"{spec.name} has no sequence length: give --seq")
+    if explain is not None and explain > top:
+        raise CostModelError(f"--explain {explain} is beyond --top {top}")
+    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
+                    framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom)
+    if not result.best:
+        raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
+                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
+    commands = [command(model, hardware, p.layout, recipe=rec.name, framework=None if frame.exact else frame.name,
+                        precision=precision) for p in result.best]
+    header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
+              "recipe": rec.name, "framework": frame.name, "precision": precision}
+    reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
+    report(result, commands, header, reason=reason, as_json=as_json)
+    if explain is not None and not as_json:
+        from costmodel.cost.evaluate import evaluate_layout
+        from costmodel.report.step import step as step_report
+        from costmodel.specs.layout import Layout
+
+        chosen = result.best[explain - 1].layout
+        cost = evaluate_layout(spec, rec, Layout(**chosen), device, precision=precision,
+                               framework=None if frame.exact else frame)
+        typer.echo(f"\n#{explain}: {commands[explain - 1]}")
+        step_report(cost, device, as_json=False)

@@ -1,0 +1,53 @@
+"""Output of `cost4d plan`: the best layouts, why the first beats the second, what the search did."""
+
+from __future__ import annotations
+
+from costmodel.report.common import console, emit_json, table
+
+
+def _layout_text(layout: dict) -> str:
+    parts = [f"{axis}={layout[axis]}" for axis in ("dp", "fsdp", "tp", "pp", "cp") if layout[axis] > 1]
+    if layout["fsdp"] > 1:
+        parts.append(f"ZeRO-{layout['zero']}")
+    if layout["pp"] > 1:
+        parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
+                     + f" m={layout['microbatches']}")
+    if layout["recompute"] != "none":
+        parts.append(f"recompute {layout['recompute']}")
+    parts.append(f"mbs {layout['tokens']:,} tok")
+    return ", ".join(parts)
+
+
+def payload(result, commands: list[str], header: dict) -> dict:
+    return {**header, "considered": result.considered, "rejected": result.rejected, "feasible": result.feasible,
+            "seconds": result.seconds, "capacity_bytes": result.capacity_bytes,
+            "layouts": [{"rank": i + 1, "layout": p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s,
+                         "mfu": p.mfu, "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble,
+                         "exposed_comm_s": p.exposed_comm_s, "breakdown": p.parts, "command": cmd}
+                        for i, (p, cmd) in enumerate(zip(result.best, commands))]}
+
+
+def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool) -> None:
+    data = payload(result, commands, header)
+    if as_json:
+        emit_json({**data, "why": reason})
+        return
+    out = console()
+    out.print(f"[bold]{header['model']}[/] on {header['devices']:,} x {header['hardware']}, "
+              f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
+              f"framework {header['framework']}, {header['precision']}")
+    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", ">step s", ">bubble", ">exposed s",
+              "layout")
+    for row in data["layouts"]:
+        t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
+                  f"{row['memory_bytes'] / 2**30:,.1f}", f"{row['step_s']:.3f}", f"{row['bubble_fraction']:.1%}",
+                  f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
+    out.print(t)
+    if reason:
+        out.print(reason)
+    rejected = "; ".join(f"{count:,} by {why}" for why, count in result.rejected.items())
+    out.print(f"Considered {result.considered:,} layouts: rejected {rejected}; {result.feasible:,} feasible; "
+              f"{result.seconds:.2f} s ({result.considered / max(result.seconds, 1e-9):,.0f} layouts/s).")
+    out.print("Reproduce a row: " + (commands[0] if commands else "-"))
+    for i, cmd in enumerate(commands[1:], start=2):
+        out.print(f"  #{i}: {cmd}")

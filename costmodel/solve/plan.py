@@ -1,0 +1,180 @@
+"""`cost4d plan`: search every 4D layout of a model on N devices for a global batch, best first.
+
+The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
+replicas x shards), the micro-batch size, the ZeRO stage, the recompute policy and the pipeline
+schedule. Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
+combination of it is one group; within a group every layout is one element of numpy arrays and the
+whole group goes through :func:`costmodel.cost.evaluate.evaluate` once: the same wiring `memory` and
+`step` use for one layout, so a reported layout's numbers equal theirs. Layouts are pruned by the
+layout rules, by the global batch (it must split into whole micro-batches) and by memory, then
+ranked by predicted tokens/s (ties: more memory headroom).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field, replace
+
+from costmodel.errors import CostModelError
+
+#: structure varied by the search: (zero, recompute, schedule, chunks)
+ZERO_STAGES = (1, 3)
+#: what each framework shards the data axis with: Megatron's distributed optimizer and nanotron's
+#: ZeRO-1 (or plain DDP), torchtitan's FSDP2 (ZeRO-3); the exact accounting searches both
+ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,)}
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = (("1f1b", 1), ("interleaved", 2))
+MICROBATCH_SEQUENCES = (1, 2, 4, 8, 16)
+CONTEXT = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One feasible layout with what the aggregator predicts for it."""
+
+    layout: dict  # the Layout fields
+    step_s: float
+    tokens_per_s: float
+    mfu: float
+    memory_bytes: float  # heaviest stage (reserved, with the framework's terms)
+    bubble: float
+    exposed_comm_s: float  # communication on the critical path (TP, CP, p2p) + exposed data-axis traffic
+    parts: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    best: list[Planned]
+    considered: int
+    rejected: dict  # reason -> count
+    feasible: int
+    seconds: float
+    capacity_bytes: float
+    global_tokens: int
+    seq: int
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidates(devices: int, layers: int, sequences: int):
+    """(tp, pp, cp, dp, fsdp, mbs, micro_steps) whose product of degrees is ``devices`` and whose
+    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly."""
+    for tp, pp, cp in itertools.product(_powers_of_two(min(devices, 64)), _powers_of_two(min(devices, layers)),
+                                        CONTEXT):
+        if devices % (tp * pp * cp):
+            continue
+        data = devices // (tp * pp * cp)
+        for fsdp in _divisors(data):
+            for mbs in MICROBATCH_SEQUENCES:
+                if sequences % (data * mbs):
+                    continue
+                yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs)
+
+
+def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
+         precision: str = "bf16", top: int = 5, headroom: float = 0.0) -> Plan:
+    """The ``top`` layouts by predicted tokens/s (see the module docstring)."""
+    import numpy as np
+
+    from costmodel.cost.evaluate import evaluate
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+
+    if global_tokens % seq:
+        raise CostModelError(f"--global-batch {global_tokens:,} is not a whole number of --seq {seq:,} sequences")
+    if hardware.step_model is None:
+        raise CostModelError(f"{hardware.name} has no step_model section: plan ranks by step time")
+    start = time.perf_counter()
+    shape = Shape.of(model)
+    shape = replace(shape, seq_len=seq) if shape.attention else shape
+    rows = np.array(list(candidates(devices, shape.layers, global_tokens // seq)), dtype=np.int64)
+    if rows.size == 0:
+        raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
+                             "micro-batches")
+    outside = framework.outside_allocator_bytes if framework is not None else 0
+    capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
+    rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
+    found, considered = [], 0
+    tp, pp, cp, dp, fsdp, mbs, steps = rows.T
+    stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
+    for zero, recompute, (schedule, chunks) in itertools.product(stages, RECOMPUTE, SCHEDULES):
+        keep = np.ones(len(rows), dtype=bool)
+        if schedule == "interleaved":
+            keep = (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
+        if zero == 1 and 3 in stages:
+            keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
+        considered += int(keep.sum())
+        if not keep.any():
+            continue
+        idx = np.nonzero(keep)[0]
+        piped = pp[idx] > 1
+        point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], tokens=mbs[idx] * seq,
+                      microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
+                      chunks=np.full(len(idx), chunks), zero=zero, sp=True, recompute=recompute,
+                      schedule=schedule, split=framework.split if framework is not None else "even")
+        cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
+        valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
+        memory = np.asarray(cost.memory_bytes, dtype=float)
+        fits = memory <= capacity
+        rejected["layout rules (divisibility, stages)"] += int((~valid).sum())
+        rejected[f"memory (over {capacity / 2**30:,.1f} GiB)"] += int((valid & ~fits).sum())
+        ok = np.nonzero(valid & fits)[0]
+        step = cost.step
+        for i in ok:
+            j = idx[i]
+            found.append((float(step.step_s[i]), float(memory[i]), dict(
+                tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
+                zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
+                schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1,
+                microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
+                _row(step, i, memory[i])))
+    found.sort(key=lambda item: (item[0], item[1]))
+    best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]
+    return Plan(best, considered, rejected, len(found), time.perf_counter() - start, capacity, global_tokens, seq)
+
+
+def _row(step, i, memory) -> tuple:
+    parts = {k: float(v[i]) if hasattr(v, "__len__") else float(v) for k, v in step.parts.items()}
+    exposed = parts["tp_s"] + parts["cp_s"] + parts["p2p_s"] + parts["data_exposed_s"]
+    return (float(step.tokens_per_s[i]), float(step.mfu[i]), float(memory), float(step.bubble[i])
+            if hasattr(step.bubble, "__len__") else float(step.bubble), exposed, parts)
+
+
+def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str) -> str:
+    """The `cost4d step` command line that reproduces one planned layout."""
+    flags = [f"--model {model}", f"--hardware {hardware}", f"--recipe {recipe}"]
+    defaults = dict(dp=1, fsdp=1, tp=1, pp=1, cp=1, zero=3, recompute="none", schedule="1f1b", chunks=1,
+                    microbatches=None, grad_accum=1)
+    for key, value in layout.items():
+        if key == "sp":
+            flags += ["--sp"] if value else []
+        elif key == "tokens" or defaults.get(key, object()) != value:
+            flags.append(f"--{key.replace('_', '-')} {value}")
+    if framework:
+        flags.append(f"--framework {framework}")
+    if precision != "bf16":
+        flags.append(f"--precision {precision}")
+    return "cost4d step " + " ".join(flags)
+
+
+def why(first: Planned, second: Planned) -> str:
+    """The part of the step that differs most between the best two layouts, in one line."""
+    labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
+              "cp_s": "CP communication", "p2p_s": "pipeline sends", "data_exposed_s": "exposed data-axis traffic"}
+    gaps = {k: second.parts[k] - first.parts[k] for k in labels}
+    bubble = second.step_s * second.bubble - first.step_s * first.bubble
+    name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))
+    label = "pipeline bubble" if name == "bubble" else labels[name]
+    return (f"#1 is {second.step_s / first.step_s - 1:.1%} faster than #2; the largest difference is {label}: "
+            f"{abs(gap):.3f} s {'less' if gap > 0 else 'more'} per step")

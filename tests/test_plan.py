@@ -1,0 +1,96 @@
+"""`cost4d plan` (issue 12): every reported layout's numbers are what `memory` and `step` give for it,
+the ranking is by tokens/s, and nothing better was pruned away."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pytest
+
+from costmodel.cost.evaluate import evaluate_layout
+from costmodel.errors import CostModelError
+from costmodel.solve.plan import candidates, plan
+from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+H100 = load_hardware("h100-sxm")
+SEARCHES = [
+    pytest.param("llama3-70b", "cs336", None, 512, 4 * 2**20, 8192, 20, marks=pytest.mark.slow),
+    ("llama3-8b", "cs336", "torchtitan", 64, 2**20, 8192, 20),
+    ("nanotron-1b", "megatron", "nanotron", 16, 2**20, 4096, 20),
+    pytest.param("llama3-405b", "megatron", "megatron", 4096, 16 * 2**20, 8192, 20, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("model, recipe, framework, gpus, tokens, seq, top", SEARCHES)
+def test_reported_layouts_equal_memory_and_step(model, recipe, framework, gpus, tokens, seq, top):
+    spec, rec = load_model(model), load_recipe(recipe)
+    frame = FRAMEWORKS[framework] if framework else None
+    result = plan(spec, rec, H100, devices=gpus, global_tokens=tokens, seq=seq, framework=frame, top=top)
+    assert len(result.best) == min(top, result.feasible) > 0
+    rates = [p.tokens_per_s for p in result.best]
+    assert rates == sorted(rates, reverse=True)
+    for p in result.best:
+        layout = Layout(**p.layout)
+        assert layout.devices == gpus and layout.tokens * layout.m * layout.grad_accum * layout.data == tokens
+        cost = evaluate_layout(spec, rec, layout, H100, framework=frame)
+        assert p.memory_bytes == pytest.approx(cost.memory_bytes, rel=1e-9)
+        assert p.step_s == pytest.approx(cost.step.step_s, rel=1e-9)
+        assert p.tokens_per_s == pytest.approx(cost.step.tokens_per_s, rel=1e-9)
+        assert p.memory_bytes <= result.capacity_bytes
+
+
+@pytest.mark.slow
+def test_nothing_better_was_pruned():
+    """Every candidate of a small search, one layout at a time through the scalar path: the best that
+    fits is the planner's first."""
+    spec, rec, frame = load_model("nanotron-1b"), load_recipe("megatron"), FRAMEWORKS["nanotron"]
+    seq, tokens, gpus = 4096, 2**20, 16
+    result = plan(spec, rec, H100, devices=gpus, global_tokens=tokens, seq=seq, framework=frame, top=1)
+    best = None
+    for (tp, pp, cp, dp, fsdp, mbs, steps), recompute in itertools.product(
+            candidates(gpus, 16, tokens // seq), ("none", "selective", "full")):
+        for schedule, chunks in (("1f1b", 1), ("interleaved", 2)):
+            if schedule == "interleaved" and (pp == 1 or steps % pp or 16 % (pp * chunks)):
+                continue
+            try:
+                layout = Layout(tp=tp, sp=tp > 1, pp=pp, cp=cp, dp=dp, fsdp=fsdp, zero=1, tokens=mbs * seq,
+                                recompute=recompute, schedule=schedule if pp > 1 else "1f1b",
+                                chunks=chunks if pp > 1 else 1, microbatches=steps if pp > 1 else None,
+                                grad_accum=1 if pp > 1 else steps)
+                cost = evaluate_layout(spec, rec, layout, H100, framework=frame)
+            except (CostModelError, ValueError):
+                continue
+            if cost.memory_bytes <= result.capacity_bytes and (best is None or cost.step.step_s < best):
+                best = cost.step.step_s
+    assert result.best[0].step_s == pytest.approx(best, rel=1e-12)
+
+
+def test_plan_cli_json_and_the_command_reproduces_it():
+    out = subprocess.run([sys.executable, "-m", "costmodel", "plan", "--model", "llama3-8b", "--hardware", "h100-sxm",
+                          "--gpus", "16", "--global-batch", str(2**20), "--seq", "8192", "--framework", "megatron",
+                          "--top", "3", "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["framework"] == "megatron" and len(data["layouts"]) == 3 and data["why"]
+    assert data["considered"] == data["feasible"] + sum(data["rejected"].values())
+    first = data["layouts"][0]
+    again = subprocess.run([sys.executable, "-m", "costmodel", *first["command"].split()[1:], "--json"],
+                           capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout)["step_s"] == pytest.approx(first["step_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--global-batch", "1000", "--seq", "4096"], "not a whole number"),
+    (["--global-batch", str(2**20), "--seq", "4096", "--gpus", "3"], "no layout"),
+    (["--global-batch", str(2**20), "--explain", "9", "--top", "3"], "beyond --top"),
+])
+def test_plan_refuses_in_one_line(args, needle):
+    base = [sys.executable, "-m", "costmodel", "plan", "--model", "nanotron-1b", "--hardware", "h100-sxm"]
+    if "--gpus" not in args:
+        base += ["--gpus", "8"]
+    out = subprocess.run(base + args, capture_output=True, text=True)
+    assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
