@@ -28,8 +28,8 @@ from costmodel.specs.framework import FRAMEWORKS  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
 
 
-def main(argv: list[str]) -> None:
-    path = Path(argv[0]) if argv else DATA
+def ranking(path=DATA) -> list[tuple]:
+    """Per (model, nodes) cell: (model, nodes, measured rank of cost4d's first, layouts, its row, predicted)."""
     hardware, recipe, frame = load_hardware("h100-sxm"), load_recipe("megatron"), FRAMEWORKS["nanotron"]
     models = {"1B": load_model("nanotron-1b"), "3B": load_model("nanotron-3b")}
     cells = defaultdict(list)
@@ -42,17 +42,21 @@ def main(argv: list[str]) -> None:
             except Exception:  # noqa: BLE001  (layouts cost4d refuses are left out of the ranking)
                 continue
             cells[(row["model"], int(row["nodes"]))].append((float(row["tok_s"]), cost.step.tokens_per_s, row))
-    hits = 0
+    out = []
     for (model, nodes), rows in sorted(cells.items()):
         measured = sorted(rows, key=lambda r: -r[0])
         mine = max(rows, key=lambda r: r[1])
-        rank = measured.index(mine) + 1
-        hits += rank <= 3
-        r = mine[2]
+        out.append((model, nodes, measured.index(mine) + 1, len(rows), mine[2], mine[1], mine[0]))
+    return out
+
+
+def main(argv: list[str]) -> None:
+    cells = ranking(Path(argv[0]) if argv else DATA)
+    for model, nodes, rank, count, r, predicted, measured in cells:
         print(f"{model} {nodes:>2} nodes: cost4d's first (dp {r['dp']} tp {r['tp']} pp {r['pp']} zero {r['zero']} "
-              f"mbs {r['mbs']}) is measured #{rank} of {len(rows)}; predicted {mine[1]:,.0f} vs measured "
-              f"{mine[0]:,.0f} tokens/s")
-    print(f"in the measured top 3: {hits} of {len(cells)} cells")
+              f"mbs {r['mbs']}) is measured #{rank} of {count}; predicted {predicted:,.0f} vs measured "
+              f"{measured:,.0f} tokens/s")
+    print(f"in the measured top 3: {sum(c[2] <= 3 for c in cells)} of {len(cells)} cells")
 
 
 if __name__ == "__main__":

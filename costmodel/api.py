@@ -52,6 +52,27 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
     return build(_spec(model), load_recipe(recipe), Layout(**layout), device)
 
 
+def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = None, recipe: str | None = None,
+         framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0):
+    """The ``top`` layouts by predicted tokens/s: a list of dict rows (a pandas DataFrame if pandas is
+    installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble."""
+    from costmodel.solve.plan import plan as search
+
+    spec, frame = _spec(model), _framework(framework)
+    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    rec = load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
+    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq or spec.seq_len,
+                    framework=frame, precision=precision, top=top, headroom=headroom)
+    rows = [{**p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
+             "memory_bytes": p.memory_bytes, "bubble": p.bubble, "exposed_comm_s": p.exposed_comm_s}
+            for p in result.best]
+    try:
+        import pandas
+    except ImportError:
+        return rows
+    return pandas.DataFrame(rows)
+
+
 def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB')."""
     from costmodel.solve.fsdp import solve_fsdp as solve

@@ -94,3 +94,24 @@ def test_plan_refuses_in_one_line(args, needle):
         base += ["--gpus", "8"]
     out = subprocess.run(base + args, capture_output=True, text=True)
     assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_readme_ultrascale_ranking_figure():
+    """README: 'cost4d's first is in the measured top 3 in N of M cells' is what the check prints."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = root.parent / "shared" / "data" / "training-runs" / "ultrascale_playbook_1b_3b.csv"
+    if not data.is_file():
+        pytest.skip("../shared/data is beside the checkout (CI links it)")
+    sys.path.insert(0, str(root / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("plan_vs_ultrascale", root / "benchmarks" / "plan_vs_ultrascale.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    cells = module.ranking(data)
+    said = re.search(r"measured top 3 in (\d+) of (\d+)\s+cells", (root / "README.md").read_text())
+    assert said and [int(x) for x in said.groups()] == [sum(c[2] <= 3 for c in cells), len(cells)]

@@ -105,7 +105,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
-    found, considered = [], 0
+    found, considered, feasible = [], 0, 0
     tp, pp, cp, dp, fsdp, mbs, steps = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks) in itertools.product(stages, RECOMPUTE, SCHEDULES):
@@ -131,9 +131,11 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         rejected[f"memory (over {capacity / 2**30:,.1f} GiB)"] += int((valid & ~fits).sum())
         ok = np.nonzero(valid & fits)[0]
         step = cost.step
-        for i in ok:
+        seconds = np.broadcast_to(np.asarray(step.step_s, dtype=float), idx.shape)
+        feasible += len(ok)
+        for i in ok[np.lexsort((memory[ok], seconds[ok]))][:top]:  # this group's best; the merge keeps the top
             j = idx[i]
-            found.append((float(step.step_s[i]), float(memory[i]), dict(
+            found.append((float(seconds[i]), float(memory[i]), dict(
                 tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
                 zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1,
@@ -141,7 +143,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
     best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]
-    return Plan(best, considered, rejected, len(found), time.perf_counter() - start, capacity, global_tokens, seq)
+    return Plan(best, considered, rejected, feasible, time.perf_counter() - start, capacity, global_tokens, seq)
 
 
 def _row(step, i, memory) -> tuple:
