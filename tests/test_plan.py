@@ -115,3 +115,10 @@ def test_readme_ultrascale_ranking_figure():
     cells = module.ranking(data)
     said = re.search(r"measured top 3 in (\d+) of (\d+)\s+cells", (root / "README.md").read_text())
     assert said and [int(x) for x in said.groups()] == [sum(c[2] <= 3 for c in cells), len(cells)]
+
+
+def test_fp8_where_the_spec_has_no_fp8_model_is_one_line():
+    for command in (["plan", "--gpus", "64", "--global-batch", str(2**20)], ["step", "--tokens", "8192"]):
+        out = subprocess.run([sys.executable, "-m", "costmodel", *command, "--model", "llama3-8b", "--hardware",
+                              "a100-80gb", "--precision", "fp8"], capture_output=True, text=True)
+        assert out.returncode == 2 and "no fp8 step model" in out.stderr

@@ -144,6 +144,9 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         raise CostModelError(f"--overlap {shown(overlap)}: use overlap or none")
     if precision not in PRECISIONS:
         raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
+    if precision == "fp8" and (hardware.step_model.fp8_efficiency is None or
+                               getattr(hardware.peak_flops, "fp8", None) is None):
+        raise CostModelError(f"{hardware.name} has no fp8 step model (needs an fp8 peak and step_model.fp8_efficiency)")
     peak = hardware.flops(precision)
     global_tokens = point.tokens * point.micro_steps * point.data
     devices = point.devices
