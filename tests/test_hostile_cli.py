@@ -236,14 +236,18 @@ HOSTILE = st.sampled_from(["0", "1", "2", "3", "4", "8", "-1", "1.5", "nan", "in
                            "٣", "²", "", " ", "x", "0x10", "1_000", "\u202e8", "8GB", "every:2", "every:²", "ring",
                            "a2a", "gpipe", "interleaved", "selective", "full", "4x4x4", "95GB", "1B", "1e-300GB"])
 FLAGS = ["--tokens", "--dp", "--fsdp", "--zero", "--tp", "--pp", "--cp", "--shard-activations", "--recompute",
-         "--schedule", "--microbatches", "--chunks", "--cp-kind", "--hsdp-group", "--tp-ends", "--grad-accum"]
+         "--schedule", "--microbatches", "--chunks", "--cp-kind", "--hsdp-group", "--tp-ends", "--grad-accum",
+         "--split", "--tp-kv"]
 COMMANDS = {
-    "memory": (["memory", "--model", "llama3-8b"], FLAGS),
+    "memory": (["memory", "--model", "llama3-8b"], FLAGS + ["--framework"]),
     "comm": (["comm", "--model", "llama3-8b", "--hardware", "h100-sxm"],
              [f for f in FLAGS if f not in ("--shard-activations", "--recompute")] + ["--mx", "--my"]),
     "comm-tpu": (["comm", "--model", "xxl", "--hardware", "tpu-v5p"], ["--tokens", "--fsdp", "--tp", "--mx", "--my"]),
     "step": (["step", "--model", "llama3-8b", "--hardware", "h100-sxm"],
-             [f for f in FLAGS if f not in ("--shard-activations", "--hsdp-group")] + ["--overlap"]),
+             [f for f in FLAGS if f not in ("--shard-activations", "--hsdp-group")]
+             + ["--overlap", "--framework", "--precision", "--attention-flops"]),
+    "plan": (["plan", "--model", "nanotron-1b", "--hardware", "h100-sxm", "--gpus", "8", "--global-batch", "1048576"],
+             ["--gpus", "--global-batch", "--seq", "--top", "--headroom", "--explain", "--framework", "--precision"]),
     "solve-fsdp": (["solve", "fsdp", "--model", "xxl"], ["--limit", "--tokens", "--tp", "--pp", "--recompute"]),
     "solve-batch": (["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p"],
                     ["--fsdp", "--tp", "--mx", "--my", "--overlap", "--pass", "--peak-flops", "--ici-bandwidth",
