@@ -122,3 +122,25 @@ def test_fp8_where_the_spec_has_no_fp8_model_is_one_line():
         out = subprocess.run([sys.executable, "-m", "costmodel", *command, "--model", "llama3-8b", "--hardware",
                               "a100-80gb", "--precision", "fp8"], capture_output=True, text=True)
         assert out.returncode == 2 and "no fp8 step model" in out.stderr
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_plan_plot(tmp_path, suffix):
+    path = tmp_path / f"plan.{suffix}"
+    subprocess.run([sys.executable, "-m", "costmodel", "plan", "--model", "llama3-8b", "--hardware", "h100-sxm",
+                    "--gpus", "16", "--global-batch", str(2**20), "--seq", "8192", "--top", "2", "--plot", str(path)],
+                   capture_output=True, text=True, check=True)
+    assert path.stat().st_size > 10_000
+    if suffix == "svg":
+        text = path.read_text()
+        assert "peak memory per device (GiB)" in text and "predicted tokens/s" in text and "Pareto front" in text
+
+
+def test_pareto_front():
+    import numpy as np
+
+    from costmodel.solve.plan import pareto
+
+    memory = np.array([5.0, 3.0, 4.0, 6.0, 3.0])
+    rates = np.array([10.0, 4.0, 8.0, 9.0, 2.0])
+    assert sorted(pareto(memory, rates).tolist()) == [0, 1, 2]

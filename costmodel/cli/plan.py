@@ -27,6 +27,9 @@ def plan(
                                             help="Fraction of HBM to leave free (e.g. 0.05).")] = 0.0,
     explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
+    plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
+        help="Also draw tokens/s against peak memory of every feasible layout, the Pareto front marked "
+        "(needs matplotlib: pip install 'cost4d[plot]').")] = None,
     as_json: o.JsonOpt = False,
 ) -> None:
     """Search every layout (data x FSDP/HSDP x TP+SP x PP schedules x CP x micro-batch x recompute) that
@@ -39,6 +42,10 @@ def plan(
     from costmodel.solve.plan import command, plan as search, why
     from costmodel.specs.load import load_framework, load_hardware, load_model, load_recipe
 
+    if plot is not None:
+        from costmodel.report.plot import check_path
+
+        check_path(plot)
     frame = load_framework(framework)
     spec, device = load_model(model), load_hardware(hardware)
     rec = load_recipe(recipe or frame.recipe or "cs336")
@@ -58,6 +65,10 @@ def plan(
               "recipe": rec.name, "framework": frame.name, "precision": precision}
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
     report(result, commands, header, reason=reason, as_json=as_json)
+    if plot is not None:
+        from costmodel.report.plot import plan_cloud
+
+        plan_cloud(result, header, plot)
     if explain is not None and not as_json:
         from costmodel.cost.evaluate import evaluate_layout
         from costmodel.report.step import step as step_report

@@ -53,6 +53,7 @@ class Plan:
     capacity_bytes: float
     global_tokens: int
     seq: int
+    cloud: tuple = ()  # (memory bytes, tokens/s) of every feasible layout, for the plot
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -106,7 +107,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
-    found, considered, feasible = [], 0, 0
+    found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks) in itertools.product(stages, RECOMPUTE, SCHEDULES):
@@ -134,6 +135,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         step = cost.step
         seconds = np.broadcast_to(np.asarray(step.step_s, dtype=float), idx.shape)
         feasible += len(ok)
+        rates = np.broadcast_to(np.asarray(step.tokens_per_s, dtype=float), idx.shape)
+        cloud.append((memory[ok], rates[ok]))
         for i in ok[np.lexsort((memory[ok], seconds[ok]))][:top]:  # this group's best; the merge keeps the top
             j = idx[i]
             found.append((float(seconds[i]), float(memory[i]), dict(
@@ -144,7 +147,9 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
     best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]
-    return Plan(best, considered, rejected, feasible, time.perf_counter() - start, capacity, global_tokens, seq)
+    points = (np.concatenate([m for m, _ in cloud]), np.concatenate([r for _, r in cloud])) if cloud else ()
+    return Plan(best, considered, rejected, feasible, time.perf_counter() - start, capacity, global_tokens, seq,
+                points)
 
 
 def _row(step, i, memory) -> tuple:
@@ -181,3 +186,16 @@ def why(first: Planned, second: Planned) -> str:
     label = "pipeline bubble" if name == "bubble" else labels[name]
     return (f"#1 is {second.step_s / first.step_s - 1:.1%} faster than #2; the largest difference is {label}: "
             f"{abs(gap):.3f} s {'less' if gap > 0 else 'more'} per step")
+
+
+def pareto(memory, rates):
+    """Indices of the layouts no other beats on both: less memory and more tokens/s."""
+    import numpy as np
+
+    order = np.lexsort((-rates, memory))
+    front, best = [], -np.inf
+    for i in order:
+        if rates[i] > best:
+            front.append(i)
+            best = rates[i]
+    return np.array(front, dtype=int)
