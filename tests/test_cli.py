@@ -182,3 +182,14 @@ def test_explain_json_holds_the_steps_of_the_text(args):
     assert steps and all(s["title"] in text for s in steps)
     assert all("Eq(" not in (s["formula"] or "") for s in steps)
     assert any(s["latex"] for s in steps)
+
+
+def test_tables_fold_at_80_columns_and_never_cut_a_name():
+    """COLUMNS=80 when piped: every line fits and nothing is cut with an ellipsis (long names fold)."""
+    import os
+
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-m", "costmodel", "comm", "--model", "llama3-70b", "--hardware", "h100-sxm",
+                          "--tp", "8", "--fsdp", "8", "--tokens", "8192"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= 80

@@ -29,12 +29,16 @@ def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
 
 
 def console():
-    """Rich console; when piped (no terminal to measure), 120 columns rather than rich's 80."""
+    """Rich console; when piped (no terminal to measure), 120 columns rather than rich's 80, or the
+    COLUMNS the environment sets."""
+    import os
     import sys
 
     from rich.console import Console
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and 40 <= int(columns) <= 1000 else 120
+    return Console(highlight=False, width=None if sys.stdout.isatty() else width)
 
 
 def table(title: str, *columns: str):
@@ -44,7 +48,7 @@ def table(title: str, *columns: str):
     t = Table(title=title, title_justify="left", title_style="bold")
     for column in columns:
         right = column.startswith(">")
-        t.add_column(column.lstrip(">"), justify="right" if right else "left")
+        t.add_column(column.lstrip(">"), justify="right" if right else "left", overflow="fold")  # wrap, never cut
     return t
 
 
