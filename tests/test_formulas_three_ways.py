@@ -13,11 +13,12 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.formulas import activations, comms, flops, memory, params, pipeline, scaling
+from costmodel.formulas import activations, comms, flops, memory, overheads, params, pipeline, scaling
 
 STRUCTURE = {
     "gated": [False, True], "bias": [False, True], "with_bias": [False, True],
     "norm_bias": [False, True], "tied": [False, True], "qkv_bias": [False, True], "dropout": [False, True],
+    "out_bias": [False, True], "mlp_bias": [False, True], "in_place": [False, True],
     "flash": [False, True], "policy": ["none", "selective"],
     "schedule": ["gpipe", "1f1b", "interleaved", "zb-h1"], "overlap": ["sum", "max"], "sp": [False, True],
     "input_requires_grad": [False, True], "activation": ["none", "relu", "gelu", "silu"],
@@ -26,7 +27,7 @@ STRUCTURE = {
 
 
 def _formulas():
-    for module in (params, flops, memory, comms, activations, pipeline, scaling):
+    for module in (params, flops, memory, comms, activations, pipeline, scaling, overheads):
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if fn.__module__ == module.__name__ and not name.startswith("_"):
                 yield pytest.param(fn, id=f"{module.__name__.split('.')[-1]}.{name}")

@@ -40,6 +40,8 @@ class Shape:
     input_requires_grad: bool = True  # False: the stack is fed with data (XXL)
     bias: bool = False
     qkv_bias: bool = False
+    out_bias: bool = False  # the attention output projection's bias without the MLP's (HF attention_bias)
+    mlp_bias: bool = False  # the MLP's biases without the attention's (HF mlp_bias)
     layernorm: bool = False
     tied: bool = False
     learned_positions: int = 0  # rows of a learned position table (0 for RoPE)
@@ -53,7 +55,8 @@ class Shape:
                        activation=model.activation, input_requires_grad=model.input_requires_grad)
         return cls(model.name, True, model.width, model.mlp_width, model.layers, model.mlp == "swiglu",
                    heads=model.heads, kv_heads=model.kv_heads, head_dim=model.dim_per_head, vocab=model.vocab,
-                   seq_len=model.seq_len, bias=model.bias, qkv_bias=model.qkv_bias,
+                   seq_len=model.seq_len, bias=model.bias, qkv_bias=model.qkv_bias or model.attention_bias,
+                   out_bias=model.attention_bias, mlp_bias=model.mlp_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
                    dropout=model.dropout)
@@ -80,13 +83,15 @@ class Shape:
         if not self.attention:
             return pa.ffn_block_params(d_model=self.width, d_ff=self.mlp_width, gated=self.gated)
         return pa.transformer_layer_params(**self._attn(), ffn_hidden=self.mlp_width, gated=self.gated,
-                                           bias=self.bias, norm_bias=self.layernorm, qkv_bias=self.qkv_bias)
+                                           bias=self.bias, norm_bias=self.layernorm, qkv_bias=self.qkv_bias,
+                                           out_bias=self.out_bias, mlp_bias=self.mlp_bias)
 
     def block_replicated_params(self):
         """Parameters of a block every TP rank keeps whole: two norms and the row-parallel biases."""
         if not self.attention:
             return 0
-        return 2 * self.norm_params() + (2 * self.width if self.bias else 0)  # attention-out and MLP-out biases
+        row_biases = (self.bias or self.out_bias) + (self.bias or self.mlp_bias)  # attention-out, MLP-out
+        return 2 * self.norm_params() + row_biases * self.width
 
     def embedding_params(self):
         """Token embedding table V D (0 for the FFN stack)."""
@@ -107,9 +112,10 @@ class Shape:
             return {"blocks": self.layers * self.block_params()}
         parts = {
             "embedding": self.embedding_params(), "position": self.position_params(),
-            "attention": self.layers * pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias),
+            "attention": self.layers * pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias,
+                                                           out_bias=self.out_bias),
             "mlp": self.layers * pa.mlp_params(hidden=self.width, ffn_hidden=self.mlp_width, gated=self.gated,
-                                               bias=self.bias),
+                                               bias=self.bias or self.mlp_bias),
             "norms": (2 * self.layers + 1) * self.norm_params(),
             "output": self.output_params(),
         }

@@ -18,16 +18,18 @@ def ffn_stack_params(*, d_model, d_ff, layers, gated=False):
     return layers * ffn_block_params(d_model=d_model, d_ff=d_ff, gated=gated)
 
 
-def attention_params(*, hidden, heads, kv_heads, head_dim, bias=False, qkv_bias=False):
+def attention_params(*, hidden, heads, kv_heads, head_dim, bias=False, qkv_bias=False, out_bias=False):
     """Q, K, V and output projections: D d_h (2a + 2 a_kv) (+ biases d_h (a + 2 a_kv) + D).
 
-    ``bias``: every projection has one (GPT); ``qkv_bias``: only Q, K, V do (Qwen2).
-    Source: Vaswani et al. 2017; GQA as in Ainslie et al. 2023, arXiv:2305.13245 (K, V have a_kv heads).
+    ``bias``: every projection has one (GPT; Hugging Face Llama/Mistral ``attention_bias``, whose
+    LlamaAttention gives q, k, v and o_proj the same flag); ``qkv_bias``: only Q, K, V do (Qwen2);
+    ``out_bias``: the output projection's alone. Source: Vaswani et al. 2017; GQA as in Ainslie et
+    al. 2023, arXiv:2305.13245 (K, V have a_kv heads).
     """
     weights = hidden * head_dim * (2 * heads + 2 * kv_heads)
     qkv_biases = head_dim * (heads + 2 * kv_heads) if (bias or qkv_bias) else 0
-    out_bias = hidden if bias else 0
-    return weights + qkv_biases + out_bias
+    output_bias = hidden if (bias or out_bias) else 0
+    return weights + qkv_biases + output_bias
 
 
 def mlp_params(*, hidden, ffn_hidden, gated, bias=False):
@@ -59,11 +61,11 @@ def output_params(*, vocab, hidden, tied):
 
 
 def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, gated, bias, norm_bias,
-                             qkv_bias=False):
-    """One block: attention + MLP + two norms."""
+                             qkv_bias=False, out_bias=False, mlp_bias=False):
+    """One block: attention + MLP + two norms (``mlp_bias``: the MLP's biases without the attention's)."""
     return (
         attention_params(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
-                         qkv_bias=qkv_bias)
-        + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias)
+                         qkv_bias=qkv_bias, out_bias=out_bias)
+        + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias or mlp_bias)
         + 2 * norm_params(hidden=hidden, with_bias=norm_bias)
     )

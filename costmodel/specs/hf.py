@@ -40,6 +40,7 @@ def from_hf_config(data: dict, name: str, where: str) -> dict:
         layers=data["num_hidden_layers"], heads=heads, kv_heads=heads if kv_heads is None else kv_heads,
         head_dim=data.get("head_dim"), vocab=data["vocab_size"],
         tied_embeddings=data.get("tie_word_embeddings", False), mlp="swiglu", norm="rmsnorm",
-        bias=False, qkv_bias=kind == "qwen2" or data.get("attention_bias", False) is True, position="rope",
+        bias=False, qkv_bias=kind == "qwen2", attention_bias=kind != "qwen2" and data.get("attention_bias", False) is True,
+        mlp_bias=data.get("mlp_bias", False) is True, position="rope",
         seq_len=data["max_position_embeddings"],
         description=f"{', '.join(architectures)[:200]} from {where}", source=where)

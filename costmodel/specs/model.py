@@ -66,6 +66,9 @@ class Transformer(Spec):
         "rmsnorm", description="RMSNorm (weight only) or LayerNorm (weight and bias)")
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 do, Llama does not)")
     qkv_bias: bool = Field(False, description="only the Q, K, V projections carry biases (Qwen2)")
+    attention_bias: bool = Field(False, description="Q, K, V and the output projection carry biases, the MLP "
+                                 "not (Hugging Face Llama/Mistral attention_bias)")
+    mlp_bias: bool = Field(False, description="the MLP's projections carry biases (Hugging Face Llama mlp_bias)")
     position: Literal["rope", "learned"] = Field(
         "rope", description="rotary (no parameters) or learned absolute position embeddings")
     max_position: count(bounds.SEQUENCE) | None = Field(
