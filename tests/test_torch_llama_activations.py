@@ -176,3 +176,27 @@ def test_eager_rms_norm_saves_fp32_copies():
     with SavedStorages() as saved:
         F.rms_norm(x, (H,), w, 1e-6)
     assert storage_bytes(saved, [w]) == TOKENS * (4 * H + 4 * H + 4)  # = 24 x 388 = 9,312 B
+
+
+def test_model_end_saves_what_the_output_term_counts():
+    """The last stage's extras, measured: final RMSNorm (x, rstd), the output matmul's input, the fp32
+    logits' log-softmax output; the loss's int64 targets (8 B/token) and its scalar total weight (4 B)
+    are measured and named here, and not counted by the formula (token ids, like the first stage's)."""
+    from costmodel.cost.shape import Shape
+
+    torch.manual_seed(0)
+    x = torch.randn(BATCH, SEQ, H, dtype=torch.bfloat16, requires_grad=True)
+    norm_weight = torch.nn.Parameter(torch.ones(H, dtype=torch.bfloat16))
+    head = torch.nn.Parameter(torch.randn(VOCAB, H, dtype=torch.bfloat16) / H**0.5)
+    targets = torch.randint(0, VOCAB, (BATCH * SEQ,))
+    with SavedStorages() as saved:
+        h = RMSNormFn.apply(x, norm_weight, 1e-6)
+        logits = (h @ head.t()).float()
+        F.cross_entropy(logits.view(-1, VOCAB), targets)
+    measured = storage_bytes(saved, exclude=(norm_weight, head, targets))
+    spec = Transformer(name="end", hidden=H, ffn_hidden=FFN, layers=1, heads=HEADS, kv_heads=KV_HEADS,
+                       head_dim=HEAD_DIM, vocab=VOCAB, seq_len=SEQ)
+    per_token = Shape.of(spec).last_stage_extra_bytes_per_token(act_bytes=ACT_BYTES, tp=1)
+    scalar = 4  # nll_loss's total_weight (fp32, 0-d)
+    assert measured == per_token * TOKENS + scalar
+    assert storage_bytes(saved, exclude=(norm_weight, head)) - measured == 8 * TOKENS  # the int64 targets

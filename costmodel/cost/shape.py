@@ -203,8 +203,11 @@ class Shape:
             return 0
         return act_bytes * mem.autocast_input_cast_elements_per_token(d_model=self.width, gated=self.gated)
 
-    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp):
-        """The output layer's extras on the last stage (final norm input, logits input, fp32 logits / t)."""
+    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp, norm_stats: bool = True):
+        """The output layer's extras on the last stage (final norm input and statistics, logits input,
+        fp32 logits / t)."""
         if not self.attention:
             return 0
-        return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp)
+        stats = (8 if self.layernorm else 4) if norm_stats else 0
+        return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp,
+                                               norm_stat_bytes=stats)

@@ -43,7 +43,8 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
                                                                                     sp=point.sp)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
         act_bytes=act, autocast=recipe.compute_weights == "transient")
-    per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp)
+    per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
+                                                                              norm_stats=point.norm_stats)
     flight = pipeline.in_flight(point, role)
     return Stage(role, layers, params, root, per_token * flight, flight)
 

@@ -72,9 +72,12 @@ def layer_activation_bytes_per_token(*, outside, inside, core, tp, sp, policy):
     return outside / (tp if sp else 1) + (inside + kept_core) / tp
 
 
-def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp):
-    """The last stage's extras: final norm input and logits matmul input b_a h each, fp32 logits 4V/t.
+def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0):
+    """The last stage's extras: final norm input and logits matmul input b_a h each, the final norm's
+    fp32 statistics (as every other norm's), fp32 logits 4V/t.
 
     Korthikanti Sec. 4.1 ('output layer ... 4sbv/t for the fp32 cross-entropy'), norm input as above.
+    The loss's targets (int64 token ids, 8 B per token) and its scalar weight are not counted, like the
+    first stage's input ids (measured in tests/test_torch_llama_activations.py).
     """
-    return 2 * act_bytes * hidden + 4 * vocab / tp
+    return 2 * act_bytes * hidden + norm_stat_bytes + 4 * vocab / tp
