@@ -144,3 +144,15 @@ def test_pareto_front():
     memory = np.array([5.0, 3.0, 4.0, 6.0, 3.0])
     rates = np.array([10.0, 4.0, 8.0, 9.0, 2.0])
     assert sorted(pareto(memory, rates).tolist()) == [0, 1, 2]
+
+
+def test_plan_rows_carry_phase_verdict_and_range():
+    out = subprocess.run([sys.executable, "-m", "costmodel", "plan", "--model", "nanotron-3b", "--hardware", "h100-sxm",
+                          "--gpus", "16", "--global-batch", str(2**20), "--seq", "4096", "--framework", "nanotron",
+                          "--top", "3", "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    for row in data["layouts"]:
+        assert row["peak_phase"] in ("forward-backward", "optimizer step")
+        assert row["memory_verdict"] in ("fits", "tight", "oom")
+        assert row["step_s_low"] < row["step_s"] < row["step_s_high"]
+    assert data["why"].startswith("#1 and #2 tie") or "faster" in data["why"]

@@ -64,7 +64,8 @@ def plan(
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
               "recipe": rec.name, "framework": frame.name, "precision": precision}
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
-    report(result, commands, header, reason=reason, as_json=as_json)
+    details = [_details(spec, rec, device, p, frame, precision) for p in result.best]
+    report(result, commands, header, reason=reason, as_json=as_json, details=details)
     if plot is not None:
         from costmodel.report.plot import plan_cloud
 
@@ -79,3 +80,19 @@ def plan(
                                framework=None if frame.exact else frame)
         typer.echo(f"\n#{explain}: {commands[explain - 1]}")
         step_report(cost, device, as_json=False)
+
+
+def _details(spec, rec, device, planned, frame, precision) -> dict:
+    """What one layout at a time adds to a row: the phase that peaks, the memory verdict against the
+    fit's band, and the step's range (the same numbers `memory` and `step` print)."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.report.memory import verdict
+    from costmodel.report.step import band
+    from costmodel.specs.layout import Layout
+
+    cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
+                           framework=None if frame.exact else frame)
+    low_high = band(cost.step.step_s, device, precision)
+    capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
+    return {"peak_phase": cost.heaviest.peak_phase, "memory_verdict": verdict(cost, capacity),
+            "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None}

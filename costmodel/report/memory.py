@@ -35,7 +35,7 @@ def _needed(cost) -> float:
     return cost.heaviest.reserved_bytes + outside
 
 
-def _verdict(cost, capacity) -> str:
+def verdict(cost, capacity) -> str:
     """fits / tight / oom: against the band the framework's fit gives (the exact accounting: no band)."""
     need = _needed(cost)
     if cost.framework is None:
@@ -70,7 +70,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     }
     if fits:
         out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(_needed(cost)),
-                       "fits": _needed(cost) <= capacity, "verdict": _verdict(cost, capacity)}
+                       "fits": _needed(cost) <= capacity, "verdict": verdict(cost, capacity)}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
                            "chunks": layout.chunks, "bubble_fraction": cost.bubble,

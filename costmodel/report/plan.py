@@ -18,17 +18,18 @@ def _layout_text(layout: dict) -> str:
     return ", ".join(parts)
 
 
-def payload(result, commands: list[str], header: dict) -> dict:
+def payload(result, commands: list[str], header: dict, details=None) -> dict:
     return {**header, "considered": result.considered, "rejected": result.rejected, "feasible": result.feasible,
             "seconds": result.seconds, "capacity_bytes": result.capacity_bytes,
             "layouts": [{"rank": i + 1, "layout": p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s,
                          "mfu": p.mfu, "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble,
-                         "exposed_comm_s": p.exposed_comm_s, "breakdown": p.parts, "command": cmd}
+                         "exposed_comm_s": p.exposed_comm_s, "breakdown": p.parts, "command": cmd,
+                         **(details[i] if details else {})}
                         for i, (p, cmd) in enumerate(zip(result.best, commands))]}
 
 
-def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool) -> None:
-    data = payload(result, commands, header)
+def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool, details=None) -> None:
+    data = payload(result, commands, header, details)
     if as_json:
         emit_json({**data, "why": reason})
         return
@@ -36,11 +37,13 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     out.print(f"[bold]{header['model']}[/] on {header['devices']:,} x {header['hardware']}, "
               f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
               f"framework {header['framework']}, {header['precision']}")
-    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", ">step s", ">bubble", ">exposed s",
-              "layout")
+    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">bubble",
+              ">exposed s", "layout")
     for row in data["layouts"]:
+        memory = ({"fits": "fits", "tight": "may not fit", "oom": "OOM"}[row["memory_verdict"]]
+                  + (" (step)" if row["peak_phase"] == "optimizer step" else "")) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
-                  f"{row['memory_bytes'] / 2**30:,.1f}", f"{row['step_s']:.3f}", f"{row['bubble_fraction']:.1%}",
+                  f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", f"{row['bubble_fraction']:.1%}",
                   f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
     out.print(t)
     if reason:

@@ -178,6 +178,9 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
 
 def why(first: Planned, second: Planned) -> str:
     """The part of the step that differs most between the best two layouts, in one line."""
+    if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
+        return (f"#1 and #2 tie on step time; #1 needs less memory ({first.memory_bytes / 2**30:,.1f} GiB against "
+                f"{second.memory_bytes / 2**30:,.1f} GiB)")
     labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
               "cp_s": "CP communication", "p2p_s": "pipeline sends", "data_exposed_s": "exposed data-axis traffic"}
     gaps = {k: second.parts[k] - first.parts[k] for k in labels}
