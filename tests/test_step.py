@@ -125,3 +125,17 @@ def test_mfu_attention_convention():
     attention = 3 * 32 * 4 * 8192 * 32 * 128  # per token
     model = full["mfu"] * full["step_s"] * 8 * 989.4e12 / full["tokens_per_step"]  # model FLOPs per token
     assert causal["mfu"] / full["mfu"] == pytest.approx((model - attention / 2) / model, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp_overlap, p2p_overlap", [("none", "none"), ("overlap", "none"), ("overlap", "overlap")])
+def test_critical_path_sums_to_the_step_and_overlap_hides(tp_overlap, p2p_overlap):
+    base = [sys.executable, "-m", "costmodel", "step", "--model", "llama3-70b", "--hardware", "h100-sxm", "--recipe",
+            "megatron", "--tp", "8", "--sp", "--pp", "4", "--fsdp", "8", "--zero", "1", "--tokens", "8192",
+            "--microbatches", "16", "--json"]
+    data = json.loads(subprocess.run(base + ["--tp-overlap", tp_overlap, "--p2p-overlap", p2p_overlap],
+                                     capture_output=True, text=True, check=True).stdout)
+    parts = data["critical_path"]
+    assert sum(parts.values()) == pytest.approx(data["step_s"], rel=1e-12)
+    tp, matmul = data["breakdown"]["tp_s"], data["breakdown"]["matmul_s"]
+    assert parts["tp_exposed_s"] == (tp if tp_overlap == "none" else pytest.approx(max(0.0, tp - matmul)))
+    assert data["overlaps"] == {"data": "overlap", "tp": tp_overlap, "p2p": p2p_overlap}

@@ -20,6 +20,13 @@ def step(
     overlap: Annotated[str, typer.Option(
         help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
     = "overlap",
+    tp_overlap: Annotated[str, typer.Option(
+        metavar="none|overlap", help="TP collectives: on the critical path (none; Megatron's default) or overlapped "
+        "with the matmuls they feed (async TP, Transformer Engine userbuffers): only what exceeds them shows.")]
+    = "none",
+    p2p_overlap: Annotated[str, typer.Option(
+        metavar="none|overlap", help="Pipeline sends: on the critical path (none) or hidden behind the next "
+        "micro-batch's compute (overlap).")] = "none",
     precision: Annotated[str, typer.Option(
         metavar="bf16|fp8", help="Matmul precision: bf16, or fp8 linear layers (Transformer Engine recipes: "
         "per-tensor scaling, casts and amax included through the spec's fitted fp8_efficiency; attention "
@@ -54,6 +61,7 @@ def step(
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
-    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision,
+    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision, tp_overlap=tp_overlap,
+                           p2p_overlap=p2p_overlap,
                            framework=None if frame.exact else frame)
     report(cost, device, as_json=as_json, convention=attention_flops)

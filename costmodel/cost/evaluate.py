@@ -85,7 +85,8 @@ def _collective(row):
 
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
-             seq_len=None, framework=None, precision: str = "bf16") -> Cost:
+             seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
+             p2p_overlap: str = "none") -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model)."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
@@ -104,7 +105,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
-            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision)
+            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

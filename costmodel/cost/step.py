@@ -42,6 +42,22 @@ class StepTime:
     overlap: str = "overlap"
     attention_flops: object = 0  # of model_flops: attention's Q K^T and A V over the full s x s
     precision: str = "bf16"  # of the linear layers' matmuls; peak_flops is this precision's
+    tp_exposed_s: object = None  # of tp_s, what the matmuls do not hide (all of it without TP overlap)
+    p2p_exposed_s: object = None  # of p2p_s, what compute does not hide
+    tp_overlap: str = "none"
+    p2p_overlap: str = "none"
+
+    @property
+    def critical_parts(self) -> dict:
+        """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
+        pipelined critical path, and the exposed data-axis traffic."""
+        tp = self.tp_s if self.tp_exposed_s is None else self.tp_exposed_s
+        p2p = self.p2p_s if self.p2p_exposed_s is None else self.p2p_exposed_s
+        critical = self.matmul_s + self.elementwise_s + tp + self.cp_s + p2p
+        return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": tp,
+                "cp_s": self.cp_s, "p2p_exposed_s": p2p,
+                "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
+                "data_exposed_s": self.data_exposed_s}
 
     def mfu_with(self, convention: str = "full"):
         """MFU with attention counted over the full s x s or (``causal``) half of it."""
@@ -137,11 +153,13 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
-              overlap: str = "overlap", stages=None, precision: str = "bf16") -> StepTime:
+              overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
+              p2p_overlap: str = "none") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`)."""
-    if overlap not in OVERLAPS:
-        raise CostModelError(f"--overlap {shown(overlap)}: use overlap or none")
+    for flag, value in (("--overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
+        if value not in OVERLAPS:
+            raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
     if precision not in PRECISIONS:
         raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
     if precision == "fp8" and (hardware.step_model.fp8_efficiency is None or
@@ -169,10 +187,14 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         family_ = axis_family(row.collective.axis)
         by_axis[family_] = by_axis[family_] + row.seconds
     bubble = pipeline.bubble(point)
-    critical = matmul + elementwise + by_axis["tp"] + by_axis["cp"] + by_axis["pp"]
+    # TP collectives overlapped with the matmuls they feed (async TP, Transformer Engine userbuffers);
+    # pipeline sends with the next micro-batch's compute; else on the critical path (Megatron's default)
+    tp_exposed = fs.exposed_seconds(comm=by_axis["tp"], hidden_behind=matmul, overlap=tp_overlap)
+    p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=matmul + elementwise, overlap=p2p_overlap)
+    critical = matmul + elementwise + tp_exposed + by_axis["cp"] + p2p_exposed
     backward_compute = (matmul + elementwise) * 2 / 3  # backward is 2 of the 3 matmul passes
     exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=backward_compute, overlap=overlap)
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap, attention, precision)
+                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap)

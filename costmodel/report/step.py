@@ -27,7 +27,9 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "mfu_convention": f"attention {convention}, against the {b.precision} peak", "hfu": b.hfu,
             "precision": b.precision,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency, "overlap": b.overlap,
-            "breakdown": b.parts, "step_model_source": hardware.step_model.source,
+            "breakdown": b.parts, "critical_path": b.critical_parts,
+            "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
+            "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"]}
 
 
@@ -39,8 +41,11 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     b = cost.step
     out = console()
     t = table(f"{cost.shape.name} on {b.devices} x {hardware.name}: one step", "part", ">seconds", "")
+    hidden = {"none": "on the critical path"}
+    tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
+    p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
     notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak", "elementwise_s": "norms, softmax, ... (HBM)",
-             "tp_s": "on the critical path", "cp_s": "on the critical path", "p2p_s": "pipeline sends",
+             "tp_s": tp_note, "cp_s": "on the critical path", "p2p_s": f"pipeline sends, {p2p_note}",
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": f"of which exposed ({b.overlap})"}
     for key, value in b.parts.items():
         if value:
