@@ -52,14 +52,14 @@ def test_nothing_better_was_pruned():
     seq, tokens, gpus = 4096, 2**20, 16
     result = plan(spec, rec, H100, devices=gpus, global_tokens=tokens, seq=seq, framework=frame, top=1)
     best = None
-    for (tp, pp, cp, dp, fsdp, mbs, steps), recompute in itertools.product(
-            candidates(gpus, 16, tokens // seq), ("none", "selective", "full")):
-        for schedule, chunks in (("1f1b", 1), ("interleaved", 2)):
+    for (tp, pp, cp, dp, fsdp, mbs, steps), recompute, kind in itertools.product(
+            candidates(gpus, 16, tokens // seq), ("none", "selective", "full"), ("ring", "a2a")):
+        for schedule, chunks in (("1f1b", 1), ("interleaved", 2), ("interleaved", 4)):
             if schedule == "interleaved" and (pp == 1 or steps % pp or 16 % (pp * chunks)):
                 continue
             try:
                 layout = Layout(tp=tp, sp=tp > 1, pp=pp, cp=cp, dp=dp, fsdp=fsdp, zero=1, tokens=mbs * seq,
-                                recompute=recompute, schedule=schedule if pp > 1 else "1f1b",
+                                recompute=recompute, schedule=schedule if pp > 1 else "1f1b", cp_kind=kind,
                                 chunks=chunks if pp > 1 else 1, microbatches=steps if pp > 1 else None,
                                 grad_accum=1 if pp > 1 else steps)
                 cost = evaluate_layout(spec, rec, layout, H100, framework=frame)

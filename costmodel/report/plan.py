@@ -12,6 +12,8 @@ def _layout_text(layout: dict) -> str:
     if layout["pp"] > 1:
         parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
                      + f" m={layout['microbatches']}")
+    if layout["cp"] > 1:
+        parts.append(f"cp {layout['cp_kind']}")
     if layout["recompute"] != "none":
         parts.append(f"recompute {layout['recompute']}")
     parts.append(f"mbs {layout['tokens']:,} tok")

@@ -1,8 +1,8 @@
 """`cost4d plan`: search every 4D layout of a model on N devices for a global batch, best first.
 
 The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
-replicas x shards), the micro-batch size, the ZeRO stage, the recompute policy and the pipeline
-schedule. Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
+replicas x shards), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
+schedule (1F1B, interleaved with 2 or 4 chunks) and the CP kind (ring, all-to-all). Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
 combination of it is one group; within a group every layout is one element of numpy arrays and the
 whole group goes through :func:`costmodel.cost.evaluate.evaluate` once: the same wiring `memory` and
 `step` use for one layout, so a reported layout's numbers equal theirs. Layouts are pruned by the
@@ -24,7 +24,8 @@ ZERO_STAGES = (1, 3)
 #: ZeRO-1 (or plain DDP), torchtitan's FSDP2 (ZeRO-3); the exact accounting searches both
 ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,)}
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = (("1f1b", 1), ("interleaved", 2))
+SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
+CP_KINDS = ("ring", "a2a")
 MICROBATCH_SEQUENCES = (1, 2, 4, 8, 16)
 CONTEXT = (1, 2, 4, 8)
 
@@ -110,10 +111,12 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
-    for zero, recompute, (schedule, chunks) in itertools.product(stages, RECOMPUTE, SCHEDULES):
+    for zero, recompute, (schedule, chunks), cp_kind in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS):
         keep = np.ones(len(rows), dtype=bool)
         if schedule == "interleaved":
             keep = (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
+        if cp_kind == "a2a":
+            keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
         if zero == 1 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
         considered += int(keep.sum())
@@ -124,7 +127,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=True, recompute=recompute,
-                      schedule=schedule, split=framework.split if framework is not None else "even")
+                      schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even")
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
         memory = np.asarray(cost.memory_bytes, dtype=float)
@@ -142,7 +145,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             found.append((float(seconds[i]), float(memory[i]), dict(
                 tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
                 zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
-                schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1,
+                schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
@@ -163,7 +166,7 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
     """The `cost4d step` command line that reproduces one planned layout."""
     flags = [f"--model {model}", f"--hardware {hardware}", f"--recipe {recipe}"]
     defaults = dict(dp=1, fsdp=1, tp=1, pp=1, cp=1, zero=3, recompute="none", schedule="1f1b", chunks=1,
-                    microbatches=None, grad_accum=1)
+                    microbatches=None, grad_accum=1, cp_kind="ring")
     for key, value in layout.items():
         if key == "sp":
             flags += ["--sp"] if value else []
