@@ -46,7 +46,7 @@ def layer_bytes_per_token(model, act_bytes, layout):
     """One layer keeping everything (less the attention core under selective recompute), per token."""
     return Shape.of(model).layer_activation_bytes_per_token(
         act_bytes=act_bytes, tp=layout.tp, sp=layout.sp, selective=layout.recompute == "selective",
-        flash=layout.flash, norm_stats=layout.norm_stats)
+        flash=layout.flash, norm_stats=layout.norm_stats, eager=layout.eager)
 
 
 def input_bytes_per_token(model, act_bytes, layout):

@@ -18,7 +18,7 @@ from costmodel.formulas import activations, comms, flops, memory, overheads, par
 STRUCTURE = {
     "gated": [False, True], "bias": [False, True], "with_bias": [False, True],
     "norm_bias": [False, True], "tied": [False, True], "qkv_bias": [False, True], "dropout": [False, True],
-    "out_bias": [False, True], "mlp_bias": [False, True], "in_place": [False, True],
+    "out_bias": [False, True], "mlp_bias": [False, True], "in_place": [False, True], "eager": [False, True],
     "flash": [False, True], "policy": ["none", "selective"],
     "schedule": ["gpipe", "1f1b", "interleaved", "zb-h1"], "overlap": ["sum", "max"], "sp": [False, True],
     "input_requires_grad": [False, True], "activation": ["none", "relu", "gelu", "silu"],

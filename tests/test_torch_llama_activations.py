@@ -110,6 +110,21 @@ def test_saved_bytes_match_formula(flash, recompute, use_reentrant):
     assert kept == TOKENS * per_token, {k: v / TOKENS for k, v in parts.items()}  # per token, by storage
 
 
+def test_eager_attention_saves_what_the_formula_counts():
+    """Hugging Face's eager attention (K, V repeated to all heads, fp32 softmax cast back), measured:
+    equal to the formula with --attention eager, and more than grouped math attention by
+    4 a s + 2 b d_h (a - a_kv) per token."""
+    block, x, cos, sin = block_and_inputs(flash=False, gqa="eager")
+    kept, parts, _ = measure(block, x, cos, sin)
+    layout = Layout(flash=False, eager=True)
+    assert kept == TOKENS * costs.layer_bytes_per_token(spec(), ACT_BYTES, layout), {k: v / TOKENS for k, v in parts.items()}
+    math, _, _ = measure(*block_and_inputs(flash=False))
+    assert kept - math == TOKENS * (4 * HEADS * SEQ + 2 * ACT_BYTES * HEAD_DIM * (HEADS - KV_HEADS))
+    selective = [costs.layer_bytes_per_token(spec(), ACT_BYTES, Layout(flash=False, eager=e, recompute="selective"))
+                 for e in (False, True)]
+    assert selective[0] == selective[1]  # selective recomputation drops the whole core, repeated K, V included
+
+
 def test_flash_output_is_the_o_input():
     """torch alone: the output SDPA saves and the o projection's saved input are one storage.
 

@@ -106,9 +106,13 @@ class LlamaBlock(nn.Module):
         b, a, s, d = q.shape
         g = a // self.kv_heads  # query heads per KV head
         mask = torch.full((s, s), float("-inf"), dtype=q.dtype).triu(1)  # additive: adding saves nothing
-        if self.gqa == "repeat":
+        if self.gqa in ("repeat", "eager"):
             t["k_rep"], t["v_rep"] = k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-            t["probs"] = probs = torch.softmax(q @ k.transpose(-2, -1) * d**-0.5 + mask, dim=-1)
+            scores = q @ k.transpose(-2, -1) * d**-0.5 + mask
+            if self.gqa == "eager":  # transformers' eager_attention_forward: fp32 softmax, cast back
+                t["probs"] = probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            else:
+                t["probs"] = probs = torch.softmax(scores, dim=-1)
             return probs @ v
         # heads h = j * g + i share KV head j: rows of one matmul per KV head
         t["q_grouped"] = qg = q.reshape(b, self.kv_heads, g * s, d)

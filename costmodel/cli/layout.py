@@ -23,10 +23,10 @@ OPTIONS = {
     "schedule": (o.ScheduleOpt, "1f1b"), "microbatches": (o.MicroOpt, None), "chunks": (o.ChunksOpt, 1),
     "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
-    "tp_kv": (o.TpKvOpt, "split"),
+    "tp_kv": (o.TpKvOpt, "split"), "attention": (o.AttentionOpt, None),
 }
 MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
-          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv")
+          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention")
 
 
 def build_layout(fixed: dict | None = None, **values):
@@ -40,6 +40,11 @@ def build_layout(fixed: dict | None = None, **values):
         fields["reshard_after_forward"] = fields.pop("reshard")
     if "hsdp_group" in fields:
         fields["dp"], fields["fsdp"] = _hsdp(fields.pop("hsdp_group"), fields.get("dp", 1), fields.get("fsdp", 1))
+    attention = fields.pop("attention", None)
+    if attention is not None:
+        if attention not in ("flash", "math", "eager"):
+            raise CostModelError(f"--attention {shown(attention)}: use flash, math or eager")
+        fields.update(flash=attention == "flash", eager=attention == "eager")
     recompute = fields.get("recompute", "none")
     if recompute.startswith("every:"):
         from costmodel.inputs.bounds import LAYERS

@@ -41,6 +41,7 @@ class Point:
     sp: bool = False
     recompute: str = "none"
     flash: bool = True
+    eager: bool = False  # Hugging Face eager attention: K, V repeated to all heads, fp32 softmax
     norm_stats: bool = True
     schedule: str = "1f1b"
     split: str = "even"  # layers over pipeline stages: even or compute-balanced

@@ -177,7 +177,7 @@ class Shape:
 
     # ---- activations ------------------------------------------------------------------------
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
-                                         norm_stats: bool):
+                                         norm_stats: bool, eager: bool = False):
         """One layer keeping everything (less the attention core under selective recompute), per token."""
         if not self.attention:
             return act_bytes * mem.ffn_activation_elements_per_token(
@@ -189,7 +189,8 @@ class Shape:
         inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=self.mlp_width, act_bytes=act_bytes,
                                               gated=self.gated)
         core = ac.attention_core_bytes_per_token(heads=self.heads, head_dim=self.head_dim, seq_len=self.seq_len,
-                                                 act_bytes=act_bytes, dropout=self.dropout, flash=flash)
+                                                 act_bytes=act_bytes, dropout=self.dropout, flash=flash,
+                                                 eager=eager, kv_heads=self.kv_heads)
         return ac.layer_activation_bytes_per_token(outside=outside, inside=inside, core=core, tp=tp, sp=sp,
                                                    policy="selective" if selective else "none")
 

@@ -37,7 +37,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     act = recipe.activation_bytes
     kept = shape.layer_activation_bytes_per_token(act_bytes=act, tp=point.tp, sp=point.sp,
                                                   selective=point.recompute == "selective", flash=point.flash,
-                                                  norm_stats=point.norm_stats)
+                                                  norm_stats=point.norm_stats, eager=point.eager)
     again = recomputed_layers(layers, point)
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=act, tp=point.tp,
                                                                                     sp=point.sp)

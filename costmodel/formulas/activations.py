@@ -43,7 +43,8 @@ def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, 
     return attention + mlp
 
 
-def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropout, flash):
+def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropout, flash, eager=False,
+                                   kv_heads=None):
     """What the attention core keeps (split over t; dropped by selective recomputation).
 
     Without flash: softmax output b_a a s, plus its dropout mask a s and output b_a a s (GPT: 5as).
@@ -51,11 +52,19 @@ def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropo
     Alg. 2); O is the very tensor the output projection saves (counted inside the TP region: the
     kernel lays it out so that the reshape is a view), so only 4a bytes are new (checked in
     tests/test_torch_llama_activations.py). ``head_dim`` and ``act_bytes`` matter without flash only.
+    ``eager`` (Hugging Face's eager attention, flash off): K and V repeated to all a heads (repeat_kv),
+    which the two matmuls save instead of the a_kv-head copies, + 2 b_a d_h (a - a_kv); and a softmax in
+    fp32 cast back (softmax(..., dtype=float32).to(dtype)), whose fp32 output it saves, + 4 a s.
+    Source: transformers' LlamaAttention eager_attention_forward; measured in
+    tests/test_torch_llama_activations.py.
     """
     if flash:
         return 4 * heads
     dropped = (1 + act_bytes) * heads * seq_len if dropout else 0
-    return act_bytes * heads * seq_len + dropped
+    core = act_bytes * heads * seq_len + dropped
+    if eager:
+        core = core + 4 * heads * seq_len + 2 * act_bytes * head_dim * (heads - kv_heads)
+    return core
 
 
 def layer_input_bytes_per_token(*, hidden, act_bytes):

@@ -41,6 +41,8 @@ class Layout(Spec):
         "only layer inputs, every recomputes groups of recompute_layers layers")
     recompute_layers: count(bounds.LAYERS) = Field(1, description="layers per checkpointed group for recompute='every'")
     flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
+    eager: bool = Field(False, description="without flash: Hugging Face's eager attention (K, V repeated to all "
+                        "heads, softmax in fp32) rather than grouped math attention with a low-precision softmax")
     norm_stats: bool = Field(
         True, description="count the norms' fp32 per-token statistics (rstd; LayerNorm also mean), "
         "which Korthikanti et al. 2022 leave out")
@@ -63,6 +65,8 @@ class Layout(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> "Layout":
+        if self.eager and self.flash:
+            raise ValueError("--attention eager is math attention: it cannot be flash too")
         if self.sp and self.tp == 1:
             raise ValueError("sequence parallel (--sp) needs --tp > 1")
         if self.shard_activations and self.fsdp == 1:
