@@ -47,6 +47,10 @@ def recipe(path):
     return ["memory", "--model", "xxl", "--recipe", path]
 
 
+def framework(path):
+    return ["memory", "--model", "xxl", "--framework", path]
+
+
 def validate(path, *more):
     return ["validate", path, "--hardware", "h100-sxm", *more]
 
@@ -86,6 +90,10 @@ CASES = [
      ["not UTF-8", ":1:"]),
     ("utf-16 hardware", lambda d: hardware(write(d, "h.toml", H100.encode("utf-16"))), ["UTF-16"]),
     ("binary recipe", lambda d: recipe(write(d, "r.json", bytes(range(256)))), ["NUL byte"]),
+    ("binary framework", lambda d: framework(write(d, "f.json", bytes(range(256)))), ["NUL byte"]),
+    ("framework out of bounds", lambda d: framework(write(d, "f.toml", "activation_factor = 99\n")), ["activation_factor"]),
+    ("framework wrong type", lambda d: framework(write(d, "f.toml", 'ddp_buckets = "yes"\n')), ["ddp_buckets"]),
+    ("framework unknown field", lambda d: framework(write(d, "f.toml", "bucket_mb = 25\n")), ["bucket_mb"]),
     ("latin-1 log", lambda d: validate(write(d, "l.out", LOG.read_text().replace("NVIDIA", "NVIDI\xc4").encode(
         "latin-1"))), ["not UTF-8"]),
     ("binary results", lambda d: validate(write(d, "r.json", b"{" + os.urandom(64).replace(b"\0", b"x") + b"\xff")),
