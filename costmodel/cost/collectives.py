@@ -95,7 +95,10 @@ def _priced(memo: dict, key: tuple, cost, buffer_bytes):
     if hit is not None and hit[0] is not buffer_bytes and not (hit[0] == buffer_bytes).all():
         hit = None  # a hash collision: price it
     if hit is None:
-        hit = memo[digest] = (buffer_bytes, cost.seconds(buffer_bytes))
+        import numpy as np
+
+        # an empty buffer is no call: the single-layout path drops such rows (no latency either)
+        hit = memo[digest] = (buffer_bytes, np.where(buffer_bytes == 0, 0.0, cost.seconds(buffer_bytes)))
     return hit[1]
 
 
