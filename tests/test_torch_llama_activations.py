@@ -215,3 +215,28 @@ def test_model_end_saves_what_the_output_term_counts():
     scalar = 4  # nll_loss's total_weight (fp32, 0-d)
     assert measured == per_token * TOKENS + scalar
     assert storage_bytes(saved, exclude=(norm_weight, head)) - measured == 8 * TOKENS  # the int64 targets
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_recompute_flops_by_checkpoint_flavour(use_reentrant):
+    """FlopCounterMode over forward + backward of one block (math attention, so every matmul is
+    counted): full checkpointing adds the layer's forward again when reentrant, and all of it but the
+    last matmul (down: 2 F D per token) when non-reentrant, which stops early. The formula's
+    recomputed FLOPs for --checkpoint reentrant|non-reentrant equal the difference."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from costmodel.cost.flops import recompute_flops_per_token
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+
+    def flops(checkpointed: bool) -> int:
+        block, x, cos, sin = block_and_inputs(flash=False)
+        with FlopCounterMode(display=False) as counter:
+            out = checkpoint(block, x, cos, sin, use_reentrant=use_reentrant) if checkpointed else block(x, cos, sin)
+            out.float().sum().backward()
+        return counter.get_total_flops()
+
+    extra = flops(True) - flops(False)
+    flavour = "reentrant" if use_reentrant else "non-reentrant"
+    per_token = recompute_flops_per_token(Shape.of(spec()), Point(recompute="full", checkpoint=flavour))
+    assert extra == TOKENS * per_token

@@ -50,7 +50,7 @@ def memory(
            formula=_formula(spec, rec, layout) if symbolic else None)
 
 
-@with_layout("tokens", "tp", "pp", "cp", "recompute", tokens=1)
+@with_layout("tokens", "tp", "pp", "cp", "recompute", "checkpoint", tokens=1)
 def flops(
     model: o.ModelOpt,
     seq: Annotated[Optional[int], typer.Option(

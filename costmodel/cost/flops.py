@@ -52,10 +52,19 @@ class StepFlops:
 
 def recompute_flops_per_token(shape, point, seq_len=None):
     """Forward FLOPs recomputation adds per token: the recomputed layers' forward (full, every:K) or
-    the attention core's Q K^T and A V (selective; Korthikanti et al. 2022, arXiv:2205.05198, Sec. 5)."""
+    the attention core's Q K^T and A V (selective; Korthikanti et al. 2022, arXiv:2205.05198, Sec. 5).
+
+    ``checkpoint`` non-reentrant (torch.utils.checkpoint with use_reentrant=False, early stop): the
+    recomputation stops once every tensor backward needs exists again, so each layer's last matmul,
+    whose output only feeds the residual add, is not run again: 2 F D fewer per layer and token
+    (measured with FlopCounterMode in tests/test_torch_llama_activations.py). Reentrant (and
+    Megatron's full recompute) reruns the whole layer."""
     if point.recompute == "selective":
         return shape.layers * shape.attention_score_flops_per_token(seq_len)
-    return recomputed_layers(shape.layers, point) * shape.layer_forward_flops_per_token(seq_len)
+    layer = shape.layer_forward_flops_per_token(seq_len)
+    if point.checkpoint == "non-reentrant":
+        layer = layer - 2 * shape.mlp_width * shape.width
+    return recomputed_layers(shape.layers, point) * layer
 
 
 def step_flops(shape, point, seq_len=None) -> StepFlops:

@@ -42,6 +42,7 @@ class Point:
     recompute: str = "none"
     flash: bool = True
     eager: bool = False  # Hugging Face eager attention: K, V repeated to all heads, fp32 softmax
+    checkpoint: str = "reentrant"  # full recompute: rerun the whole layer, or stop early (non-reentrant)
     norm_stats: bool = True
     schedule: str = "1f1b"
     split: str = "even"  # layers over pipeline stages: even or compute-balanced

@@ -34,7 +34,8 @@ def flops(cost, layout, *, as_json, formula=None):
     t.add_row("backward", f"{result.backward_per_token:,.0f}", f"{result.backward:.4e}")
     t.add_row("[bold]model total[/] (MFU counts these)", f"{result.per_token:,.0f}", f"{result.total:.4e}")
     if result.recompute_per_token:
-        t.add_row(f"recomputed forward ({layout.recompute})", f"{result.recompute_per_token:,.0f}",
+        flavour = f", {layout.checkpoint}" if layout.recompute in ("full", "every") else ""
+        t.add_row(f"recomputed forward ({layout.recompute}{flavour})", f"{result.recompute_per_token:,.0f}",
                   f"{result.recompute_per_token * result.tokens:.4e}")
         t.add_row("[bold]hardware total[/] (HFU counts these)", f"{result.hardware_per_token:,.0f}",
                   f"{result.hardware_per_token * result.tokens:.4e}")

@@ -40,6 +40,9 @@ class Layout(Spec):
         "none", description="activation recomputation: selective drops the attention core, full keeps "
         "only layer inputs, every recomputes groups of recompute_layers layers")
     recompute_layers: count(bounds.LAYERS) = Field(1, description="layers per checkpointed group for recompute='every'")
+    checkpoint: Literal["reentrant", "non-reentrant"] = Field(
+        "reentrant", description="how full recomputation reruns a layer: reentrant (and Megatron) the whole layer; "
+        "non-reentrant (torch's use_reentrant=False) stops early, skipping each layer's last matmul")
     flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
     eager: bool = Field(False, description="without flash: Hugging Face's eager attention (K, V repeated to all "
                         "heads, softmax in fp32) rather than grouped math attention with a low-precision softmax")
