@@ -233,11 +233,12 @@ def test_sigterm_is_quiet_and_leaves_no_temporary_file(tmp_path):
 # ---- hypothesis: random values for every option -----------------------------------------------------------------
 
 HOSTILE = st.sampled_from(["0", "1", "2", "3", "4", "8", "-1", "1.5", "nan", "inf", "-inf", "1e999", "1e3", BIG,
+                           "eager", "math", "non-reentrant", "compute", "replicate", "fp8", "causal", "nanotron",
                            "٣", "²", "", " ", "x", "0x10", "1_000", "\u202e8", "8GB", "every:2", "every:²", "ring",
                            "a2a", "gpipe", "interleaved", "selective", "full", "4x4x4", "95GB", "1B", "1e-300GB"])
 FLAGS = ["--tokens", "--dp", "--fsdp", "--zero", "--tp", "--pp", "--cp", "--shard-activations", "--recompute",
          "--schedule", "--microbatches", "--chunks", "--cp-kind", "--hsdp-group", "--tp-ends", "--grad-accum",
-         "--split", "--tp-kv"]
+         "--split", "--tp-kv", "--attention", "--checkpoint"]
 COMMANDS = {
     "memory": (["memory", "--model", "llama3-8b"], FLAGS + ["--framework"]),
     "comm": (["comm", "--model", "llama3-8b", "--hardware", "h100-sxm"],
@@ -252,7 +253,7 @@ COMMANDS = {
     "solve-batch": (["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p"],
                     ["--fsdp", "--tp", "--mx", "--my", "--overlap", "--pass", "--peak-flops", "--ici-bandwidth",
                      "--slice"]),
-    "flops": (["flops", "--model", "llama3-8b"], ["--tokens", "--tp", "--pp", "--cp", "--recompute", "--seq"]),
+    "flops": (["flops", "--model", "llama3-8b"], ["--tokens", "--tp", "--pp", "--cp", "--recompute", "--seq", "--checkpoint"]),
 }
 
 
