@@ -193,3 +193,20 @@ def test_tables_fold_at_80_columns_and_never_cut_a_name():
                           "--tp", "8", "--fsdp", "8", "--tokens", "8192"], capture_output=True, text=True, env=env,
                          check=True).stdout
     assert "…" not in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("command, load, example", [
+    ("models", "load_model", "llama3-8b"), ("recipes", "load_recipe", "megatron"),
+    ("frameworks", "load_framework", "nanotron"), ("hardware", "load_hardware", "h100-sxm"),
+])
+def test_template_round_trips(tmp_path, command, load, example):
+    """`cost4d <catalog> --template` prints a commented TOML file that loads back as the example spec."""
+    from costmodel.specs import load as loader
+
+    text = subprocess.run([sys.executable, "-m", "costmodel", command, "--template"], capture_output=True, text=True,
+                          check=True).stdout
+    assert text.startswith("#")
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    mine, shipped = getattr(loader, load)(str(path)), getattr(loader, load)(example)
+    assert mine.model_dump(exclude={"name"}) == shipped.model_dump(exclude={"name"})

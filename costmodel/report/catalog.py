@@ -77,3 +77,54 @@ def frameworks(as_json: bool) -> None:
         t.add_row(f["name"], f["recipe"] or "-", f["split"], ", ".join(named) or "-", fitted,
                   (f["source"] + ("; fitted on " + f["fitted_on"] if f["fitted_on"] else "")) or f["description"])
     console().print(t)
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def template(spec, header: str, first: str = "") -> str:
+    """A commented TOML file of ``spec``'s fields (a flat pydantic spec): each field's description as a
+    comment, the example's value as the value; unset optional fields commented out."""
+    lines = [f"# {line}" for line in header.splitlines()] + [""] + ([first] if first else [])
+    for name, info in type(spec).model_fields.items():
+        value = getattr(spec, name)
+        note = f"  # {info.description}" if info.description else ""
+        if value is None:
+            lines.append(f"# {name} = ...{note}")
+        elif isinstance(value, (bool, int, float, str)):
+            lines.append(f"{name} = {_toml_value(value)}{note}")
+    return "\n".join(lines) + "\n"
+
+
+def print_template(kind: str) -> None:
+    """`--template`: a file to copy, edit and pass where a name goes (--model FILE, --recipe FILE, ...)."""
+    import sys
+
+    if kind == "hardware":
+        from costmodel.specs.load import _hardware_path
+
+        sys.stdout.write("# A hardware spec: the shipped h100-sxm.toml. Copy it, edit it, pass --hardware FILE;\n"
+                         '# or keep only what differs: extends = "h100-sxm" and the sections you change.\n\n'
+                         + _hardware_path("h100-sxm").read_text())
+        return
+    first = ""
+    if kind == "model":
+        from costmodel.specs.load import load_model
+
+        spec = load_model("llama3-8b")
+        what = ('A model spec (here Llama 3 8B); pass --model FILE. kind = "ffn" is the CS336 stack instead:\n'
+                "name, d_model, d_ff, layers (see `cost4d models --json` for every built-in spec).")
+    elif kind == "recipe":
+        from costmodel.specs.recipe import RECIPES
+
+        spec, what = RECIPES["megatron"], "A precision recipe (here megatron's); pass --recipe FILE."
+    else:
+        from costmodel.specs.framework import FRAMEWORKS
+
+        spec, what = FRAMEWORKS["nanotron"], "A framework profile (here nanotron's); pass --framework FILE."
+    sys.stdout.write(template(spec, what, first))
