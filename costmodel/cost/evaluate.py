@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from costmodel.cost import checks
 from costmodel.cost.collectives import Timed, step_collectives, timed
 from costmodel.cost.flops import StepFlops, six_n_t, step_flops
-from costmodel.cost.memory import StageMemory, heaviest_total, stages_memory
+from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, stages_memory
 from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
 from costmodel.cost.shape import Shape
@@ -42,7 +42,7 @@ class Cost:
     @property
     def heaviest(self) -> StageMemory:
         """The heaviest stage of a single layout (the first of equals)."""
-        return max(self.stages, key=lambda s: s.reserved_bytes)
+        return heaviest(self.stages)
 
     @property
     def params(self):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, where
-from costmodel.parallel import data
+from costmodel.parallel import data, pipeline
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
@@ -94,46 +94,48 @@ CACHED_SEGMENTS = ("zero1_gather",)
 OPTIMIZER_STATE = tuple(STATE_BYTES)
 
 
-def overheads(framework, recipe, point, st: Stage, acts) -> dict:
+def _output_rows(shape, point, st: Stage):
+    """Rows of the output layer's weight matrix on this device (0 off the last stage and for the FFN stack)."""
+    return st.role.last * vocab_rows_per_device(shape, point.tp, point.tp_ends) if shape.attention else 0
+
+
+def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
     out = {}
-    unsharded = equals(point.fsdp, 1)
+    tokens = exact_div(point.tokens, point.cp)
+    matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
     if framework.ddp_buckets:
         buckets = ov.ddp_bucket_bytes(params=st.params, grad_comm_bytes=recipe.grad_comm_bytes)
-        out["ddp_buckets"] = where(above_one(point.data), where(unsharded, buckets, 0), 0)
-    tokens = exact_div(point.tokens, point.cp)
+        out["ddp_buckets"] = where(above_one(point.data), where(equals(point.fsdp, 1), buckets, 0), 0)
     if framework.sp_gather_buffer and point.sp:
         out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
-            tokens=tokens, hidden=st.width, act_bytes=recipe.activation_bytes), 0)
-    if framework.loss_upcast != "none" and st.vocab:
+            tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes), 0)
+    if framework.loss_upcast != "none" and shape.attention:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
-            vocab=st.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
+            vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
             in_place=framework.loss_upcast == "in-place")
-    if framework.wgrad_cache and st.vocab:
-        layer = block_params_per_device(st.shape, point.tp) - st.shape.block_replicated_params()  # its matmuls
-        rows = vocab_rows_per_device(st.shape, point.tp, point.tp_ends)
-        out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer, output_params=st.role.last * rows * st.width,
+    if framework.wgrad_cache and shape.attention:
+        layer = block_params_per_device(shape, point.tp) - shape.block_replicated_params()  # its matmuls
+        out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer,
+                                                  output_params=_output_rows(shape, point, st) * shape.width,
                                                   weight_bytes=recipe.compute_bytes)
     if framework.zero1_gather and point.zero in (1, 2):
         out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
-            params=st.params, shards=point.fsdp, weight_bytes=recipe.weight_bytes or recipe.compute_bytes), 0)
+            params=st.params, shards=point.fsdp, weight_bytes=matmul_bytes), 0)
     if framework.optimizer_step == "foreach":
         shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
             params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
     if framework.fsdp_buffers:
-        blocks = block_params_per_device(st.shape, point.tp)
-        rows = vocab_rows_per_device(st.shape, point.tp, point.tp_ends) if st.shape.attention else 0
-        output = st.role.last * rows * st.shape.width  # the output layer's weights, kept gathered
         out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), ov.fsdp_in_flight_bytes(
-            block_params=blocks, output_params=output, gather_bytes=recipe.compute_bytes,
-            reduce_bytes=dtype_bytes(framework.reduce_dtype)), 0)
+            block_params=block_params_per_device(shape, point.tp),
+            output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered
+            gather_bytes=recipe.compute_bytes, reduce_bytes=dtype_bytes(framework.reduce_dtype)), 0)
     if framework.p2p_buffers:
         out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
-            activation_bytes_per_microbatch=recipe.activation_bytes * tokens * st.width / (point.tp if point.sp else 1)),
-            0)
+            activation_bytes_per_microbatch=pipeline.p2p_bytes(shape, recipe, point)), 0)
     if framework.activation_factor != 1:
         out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
                                                                 factor=framework.activation_factor)
@@ -211,27 +213,7 @@ def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory
     acts = activation_bytes(st, point)
     copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st))
     parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies)
-    extra = overheads(framework, recipe, point, _Widths(st, shape), parts["activations"])
-    return StageMemory(st, acts, parts, extra)
-
-
-@dataclass(frozen=True)
-class _Widths:
-    """A stage with the model widths the overhead terms read."""
-
-    stage: Stage
-    shape: object
-
-    def __getattr__(self, name):
-        return getattr(self.stage, name)
-
-    @property
-    def width(self):
-        return self.shape.width
-
-    @property
-    def vocab(self):
-        return self.shape.vocab if self.shape.attention else 0
+    return StageMemory(st, acts, parts, overheads(framework, recipe, point, shape, st, parts["activations"]))
 
 
 def stages_memory(shape, recipe, point, stages: list[Stage], framework=None) -> list[StageMemory]:
