@@ -10,49 +10,31 @@ from costmodel.cli import options as o
 
 TemplateOpt = Annotated[bool, typer.Option("--template", help="Print a commented spec file to copy and edit instead.")]
 
-
-def models(as_json: o.JsonOpt = False, template: TemplateOpt = False) -> None:
-    """List the built-in models with their parameter counts."""
-    from costmodel.report import catalog
-
-    if template:
-        catalog.print_template("model")
-        return
-    catalog.models(as_json)
-
-
-def hardware(as_json: o.JsonOpt = False, template: TemplateOpt = False) -> None:
-    """List the shipped device specs (peak FLOP/s, HBM, network levels)."""
-    from costmodel.report import catalog
-
-    if template:
-        catalog.print_template("hardware")
-        return
-    catalog.hardware(as_json)
+#: command -> (the kind its --template prints, what it lists)
+CATALOGS = {
+    "models": ("model", "List the built-in models with their parameter counts."),
+    "hardware": ("hardware", "List the shipped device specs (peak FLOP/s, HBM, network levels)."),
+    "recipes": ("recipe", "List the precision recipes (--recipe): the dtype of every piece of training state."),
+    "frameworks": ("framework", "List the framework profiles (--framework): overhead terms, defaults and fitted "
+                   "constants."),
+}
 
 
-def recipes(as_json: o.JsonOpt = False, template: TemplateOpt = False) -> None:
-    """List the precision recipes (--recipe): the dtype of every piece of training state."""
-    from costmodel.report import catalog
+def _catalog(name: str, kind: str, doc: str):
+    """The command listing one catalog (a table, or JSON), or printing its template."""
 
-    if template:
-        catalog.print_template("recipe")
-        return
-    catalog.recipes(as_json)
+    def command(as_json: o.JsonOpt = False, template: TemplateOpt = False) -> None:
+        from costmodel.report import catalog
 
+        if template:
+            catalog.print_template(kind)
+            return
+        getattr(catalog, name)(as_json)
 
-def frameworks(as_json: o.JsonOpt = False, template: TemplateOpt = False) -> None:
-    """List the framework profiles (--framework): overhead terms, defaults and fitted constants."""
-    from costmodel.report import catalog
-
-    if template:
-        catalog.print_template("framework")
-        return
-    catalog.frameworks(as_json)
+    command.__doc__, command.__name__ = doc, name
+    return command
 
 
 def register(app) -> None:
-    app.command()(models)
-    app.command()(hardware)
-    app.command()(recipes)
-    app.command()(frameworks)
+    for name, (kind, doc) in CATALOGS.items():
+        app.command(name)(_catalog(name, kind, doc))

@@ -71,7 +71,9 @@ def frameworks(as_json: bool) -> None:
     t = table("Framework profiles (--framework)", "name", "recipe", "split", "terms", "fitted", "source")
     terms = ("ddp_buckets", "zero1_gather", "sp_gather_buffer", "wgrad_cache", "fsdp_buffers", "p2p_buffers")
     for f in rows:
-        named = [k for k in terms if f[k]] + ([f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []) + (["foreach optimizer"] if f["optimizer_step"] == "foreach" else [])
+        named = [k for k in terms if f[k]]
+        named += [f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []
+        named += ["foreach optimizer"] if f["optimizer_step"] == "foreach" else []
         fitted = (f"a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
         t.add_row(f["name"], f["recipe"] or "-", f["split"], ", ".join(named) or "-", fitted,

@@ -186,29 +186,27 @@ def load_hardware(name: str):
     return spec
 
 
-def load_recipe(name: str):
-    """A named recipe, or a recipe file."""
-    from costmodel.specs.recipe import RECIPES, Recipe
-
+def _named_or_file(kind: str, name: str, cls, named: dict):
+    """A spec from ``named`` by name, or a ``cls`` file (named after its stem unless it says otherwise)."""
     if _is_path(name):
         path = Path(name)
         data = read_file(path)
         data.setdefault("name", path.stem)
-        return validate(Recipe, data, str(path))
-    if name not in RECIPES:
-        raise _unknown("recipe", name, list(RECIPES))
-    return RECIPES[name]
+        return validate(cls, data, str(path))
+    if name not in named:
+        raise _unknown(kind, name, list(named))
+    return named[name]
+
+
+def load_recipe(name: str):
+    """A named recipe, or a recipe file."""
+    from costmodel.specs.recipe import RECIPES, Recipe
+
+    return _named_or_file("recipe", name, Recipe, RECIPES)
 
 
 def load_framework(name: str):
     """A named framework profile, or a profile file (TOML/JSON with the Framework fields)."""
     from costmodel.specs.framework import FRAMEWORKS, Framework
 
-    if _is_path(name):
-        path = Path(name)
-        data = read_file(path)
-        data.setdefault("name", path.stem)
-        return validate(Framework, data, str(path))
-    if name not in FRAMEWORKS:
-        raise _unknown("framework", name, list(FRAMEWORKS))
-    return FRAMEWORKS[name]
+    return _named_or_file("framework", name, Framework, FRAMEWORKS)
