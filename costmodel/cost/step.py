@@ -42,8 +42,8 @@ class StepTime:
     overlap: str = "overlap"
     attention_flops: object = 0  # of model_flops: attention's Q K^T and A V over the full s x s
     precision: str = "bf16"  # of the linear layers' matmuls; peak_flops is this precision's
-    tp_exposed_s: object = None  # of tp_s, what the matmuls do not hide (all of it without TP overlap)
-    p2p_exposed_s: object = None  # of p2p_s, what compute does not hide
+    tp_exposed_s: object = 0  # of tp_s, what the matmuls do not hide (all of it without TP overlap)
+    p2p_exposed_s: object = 0  # of p2p_s, what compute does not hide
     tp_overlap: str = "none"
     p2p_overlap: str = "none"
 
@@ -51,11 +51,9 @@ class StepTime:
     def critical_parts(self) -> dict:
         """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
         pipelined critical path, and the exposed data-axis traffic."""
-        tp = self.tp_s if self.tp_exposed_s is None else self.tp_exposed_s
-        p2p = self.p2p_s if self.p2p_exposed_s is None else self.p2p_exposed_s
-        critical = self.matmul_s + self.elementwise_s + tp + self.cp_s + p2p
-        return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": tp,
-                "cp_s": self.cp_s, "p2p_exposed_s": p2p,
+        critical = self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.p2p_exposed_s
+        return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": self.tp_exposed_s,
+                "cp_s": self.cp_s, "p2p_exposed_s": self.p2p_exposed_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
                 "data_exposed_s": self.data_exposed_s}
 
@@ -144,12 +142,9 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
     bf16 = hardware.flops("bf16")
     if precision == "bf16":
         return fs.matmul_seconds(flops=hw_flops, peak_flops=bf16, efficiency=efficiency)
-    factor = hardware.step_model.fp8_efficiency
-    if factor is None:
-        raise CostModelError(f"{hardware.name}: its step_model has no fp8_efficiency (no fp8 step model)")
     return (fs.matmul_seconds(flops=attention_flops, peak_flops=bf16, efficiency=efficiency)
             + fs.matmul_seconds(flops=hw_flops - attention_flops, peak_flops=hardware.flops("fp8"),
-                                efficiency=efficiency * factor))
+                                efficiency=efficiency * hardware.step_model.fp8_efficiency))
 
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
@@ -170,8 +165,11 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     devices = point.devices
     efficiency = matmul_efficiency(shape, point, hardware)
     hw_flops = flops.hardware_per_token * global_tokens
-    share, most_layers = (1, ceil_div(shape.layers, point.pp)) if stages is None else slowest_stage(shape, stages)
-    imbalance = share if stages is None else share * point.pp  # 1: every stage does an equal share
+    if stages is None:  # every stage taken to do an equal share
+        imbalance, most_layers = 1, ceil_div(shape.layers, point.pp)
+    else:
+        share, most_layers = slowest_stage(shape, stages)
+        imbalance = share * point.pp
     attention = flops.attention_per_token * global_tokens
     matmul = matmul_seconds(hw_flops * imbalance / devices, attention * imbalance / devices, hardware=hardware,
                             efficiency=efficiency, precision=precision)

@@ -155,22 +155,27 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 points)
 
 
+def _at(value, i) -> float:
+    """Element ``i`` of an array quantity, or the quantity itself when every layout shares it."""
+    return float(value[i]) if hasattr(value, "__len__") else float(value)
+
+
 def _row(step, i, memory) -> tuple:
-    parts = {k: float(v[i]) if hasattr(v, "__len__") else float(v) for k, v in step.parts.items()}
-    exposed = parts["tp_s"] + parts["cp_s"] + parts["p2p_s"] + parts["data_exposed_s"]
-    return (float(step.tokens_per_s[i]), float(step.mfu[i]), float(memory), float(step.bubble[i])
-            if hasattr(step.bubble, "__len__") else float(step.bubble), exposed, parts)
+    parts = {k: _at(v, i) for k, v in step.parts.items()}
+    critical = step.critical_parts
+    exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_s", "p2p_exposed_s", "data_exposed_s"))
+    return _at(step.tokens_per_s, i), _at(step.mfu, i), float(memory), _at(step.bubble, i), exposed, parts
 
 
 def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str) -> str:
     """The `cost4d step` command line that reproduces one planned layout."""
+    from costmodel.specs.layout import Layout
+
     flags = [f"--model {model}", f"--hardware {hardware}", f"--recipe {recipe}"]
-    defaults = dict(dp=1, fsdp=1, tp=1, pp=1, cp=1, zero=3, recompute="none", schedule="1f1b", chunks=1,
-                    microbatches=None, grad_accum=1, cp_kind="ring")
     for key, value in layout.items():
         if key == "sp":
             flags += ["--sp"] if value else []
-        elif key == "tokens" or defaults.get(key, object()) != value:
+        elif key == "tokens" or Layout.model_fields[key].default != value:
             flags.append(f"--{key.replace('_', '-')} {value}")
     if framework:
         flags.append(f"--framework {framework}")
