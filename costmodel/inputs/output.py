@@ -17,18 +17,18 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import check_path, where
 
 
-def writable(path) -> Path:
-    """``path`` if a file can be written there, else one line saying why."""
+def writable(path, flag: str = "--out") -> Path:
+    """``path`` if a file can be written there, else one line saying why (naming ``flag``)."""
     path = check_path(path)
     if path.is_dir():
-        raise CostModelError(f"--out {where(path)} is a directory: give a file name")
+        raise CostModelError(f"{flag} {where(path)} is a directory: give a file name")
     parent = path.parent
     if not parent.exists():
-        raise CostModelError(f"--out {where(path)}: folder {where(parent)} does not exist")
+        raise CostModelError(f"{flag} {where(path)}: folder {where(parent)} does not exist")
     if not parent.is_dir():
-        raise CostModelError(f"--out {where(path)}: {where(parent)} is not a folder")
+        raise CostModelError(f"{flag} {where(path)}: {where(parent)} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise CostModelError(f"--out {where(path)}: folder {where(parent)} is not writable")
+        raise CostModelError(f"{flag} {where(path)}: folder {where(parent)} is not writable")
     return path
 
 

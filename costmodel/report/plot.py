@@ -25,10 +25,7 @@ def check_path(path: str) -> None:
 
     if not str(path).lower().endswith(FORMATS):
         raise CostModelError(f"--plot {shown(path)}: give a .png or .svg file")
-    try:
-        writable(path)
-    except CostModelError as err:
-        raise CostModelError(str(err).replace("--out", "--plot", 1)) from None
+    writable(path, "--plot")
     _pyplot()
 
 
