@@ -111,7 +111,7 @@ def error_band(sample, a, r) -> tuple[float, float]:
 
 def verdicts(all_runs, a, r, low, high, capacity, outside) -> dict:
     """fits (even the band's top fits), oom (even its bottom does not), tight (between) vs what happened."""
-    table = {}
+    table = {f"{v}_{o}": 0 for v in ("fits", "oom", "refused") for o in ("ok", "crashed")}
     for x in all_runs:
         if x.heaviest is None:
             verdict = "refused"
@@ -125,16 +125,9 @@ def verdicts(all_runs, a, r, low, high, capacity, outside) -> dict:
 
 
 def confusion(all_runs, a, r, capacity, outside) -> dict:
-    """fits/OOM predicted (heaviest stage reserved + outside the allocator <= capacity) vs what happened."""
-    table = {"fits_ok": 0, "fits_crashed": 0, "oom_ok": 0, "oom_crashed": 0, "refused_ok": 0, "refused_crashed": 0}
-    for x in all_runs:
-        if x.heaviest is None:
-            verdict = "refused"
-        else:
-            peak = max(predict(p, a, r) for p in x.heaviest) + outside
-            verdict = "fits" if peak <= capacity else "oom"
-        table[f"{verdict}_{'ok' if x.ok else 'crashed'}"] += 1
-    return table
+    """fits/OOM of the point prediction (heaviest stage reserved + outside the allocator <= capacity), vs
+    what happened: the verdict with a band of width zero."""
+    return verdicts(all_runs, a, r, 0.0, 0.0, capacity, outside)
 
 
 def print_verdicts(every, a, r, low, high, capacity, outside) -> None:
