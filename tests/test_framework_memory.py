@@ -274,6 +274,7 @@ def test_fitted_constants_are_the_fit_and_the_readme_says_what_it_gives():
     assert (NANOTRON.activation_factor, NANOTRON.reserve_bytes) == (a, r)
     assert (NANOTRON.error_low, NANOTRON.error_high) == fit.error_band(sample, a, r)
     readme = (ROOT / "README.md").read_text()
+    assert f"The reserve ({a:.2f} x the saved activations + {r / 2**30:.2f} GiB)" in readme
     claim = re.search(r"median \|error\| of ([\d.]+)% in-sample over ([\d,]+) runs; leave-one-model-out "
                       r"([\d.]+)% \(1B\) and ([\d.]+)% \(3B\)", readme)
     assert claim, "README states the nanotron memory fit"

@@ -92,6 +92,10 @@ def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
     held = [error for _, error in report["held_out"].values()]
     assert [float(x) for x in said.groups()] == [report["fraction"], round(100 * report["in_sample"], 1),
                                                   report["rows"], round(100 * min(held), 1), round(100 * max(held), 1)]
+    unfitted = [module.predicted(c, module.with_sustained(h100, 1.0)) / c.measured_s - 1 for c in module.cases()
+                if not c.skipped and c.precision == "bf16"]
+    low, high = re.search(r"Without it \(a fraction of 1\) every row is (\d+)-(\d+)% too", readme).groups()
+    assert (round(-100 * max(unfitted)), round(-100 * min(unfitted))) == (int(low), int(high))
     shipped = [module.predicted(c, h100) / c.measured_s - 1 for c in module.cases()
                if not c.skipped and c.precision == "bf16"]
     assert statistics.median(abs(e) for e in shipped) == report["in_sample"]
