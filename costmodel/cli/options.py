@@ -41,6 +41,13 @@ SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallel within the 
 PpOpt = Annotated[int, typer.Option(**DEGREE, help="Pipeline stages (memory is the heaviest stage's).",
                                     rich_help_panel=_LAYOUT)]
 CpOpt = Annotated[int, typer.Option(**DEGREE, help="Context-parallel degree.", rich_help_panel=_LAYOUT)]
+EpOpt = Annotated[int, typer.Option(**DEGREE, help="Expert-parallel degree (MoE models): each MoE layer's experts "
+    "spread over this many devices of the data axis (--dp x --fsdp), tokens sent to them by all-to-alls.",
+    rich_help_panel=_LAYOUT)]
+ImbalanceOpt = Annotated[float, typer.Option(parser=real(1, 1024), metavar="FACTOR",
+    help="MoE load imbalance: tokens the busiest expert-parallel rank receives, as a multiple of the even share "
+    "(dropless routing). Scales its all-to-alls, routed activations and expert time. Default 1: balanced.",
+    rich_help_panel=_LAYOUT)]
 ShardActOpt = Annotated[float, typer.Option(parser=real(0, 1), metavar="FRACTION",
     help="Fraction of activations sharded over the fsdp axis (XXL part (b): 0.5).",
     rich_help_panel=_LAYOUT)]

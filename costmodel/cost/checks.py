@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
-from costmodel.parallel import context, data, pipeline, tensor
+from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.parallel.collective import Rule
 
-AXES = (pipeline, tensor, context, data)
+AXES = (pipeline, tensor, context, data, expert)
 
 
 def rules(shape, point, hardware=None) -> list:

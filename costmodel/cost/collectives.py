@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from costmodel.cost import network
 from costmodel.cost.stage import Stage
 from costmodel.mathops import where
-from costmodel.parallel import context, data, pipeline, tensor
+from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.parallel.collective import Collective, listed
 from costmodel.parallel.pipeline import StageRole
 
@@ -16,9 +16,13 @@ from costmodel.parallel.pipeline import StageRole
 def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     """What one device of stage ``st`` joins in one step, axis by axis."""
     role = st.role
-    out = data.collectives(params=st.params, root_params=st.root_params, layers=st.layers, recipe=recipe,
-                           point=point)
-    out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last)
+    out = data.collectives(params=st.params - st.expert_params, root_params=st.root_params, layers=st.layers,
+                           recipe=recipe, point=point)
+    if shape.moe:
+        out += expert.data_collectives(params=st.expert_params, layers=st.moe_layers, recipe=recipe, point=point)
+    out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
+                              dense_layers=st.dense_layers)
+    out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers)
     out += context.collectives(shape, recipe, point, layers=st.layers)
     out += pipeline.collectives(shape, recipe, point)
     return out
@@ -39,10 +43,11 @@ def busiest_stage(stages: list[Stage]) -> Stage:
         return where(last_wins, a, b)
 
     role = StageRole(None, pick(last.role.first, first.role.first), pick(last.role.last, first.role.last))
+    dense = None if first.dense_layers is None else pick(last.dense_layers, first.dense_layers)
     return Stage(role, pick(last.layers, first.layers), pick(last.params, first.params),
                  pick(last.root_params, first.root_params), pick(last.activation_bytes_per_token,
                                                                  first.activation_bytes_per_token),
-                 pick(last.in_flight, first.in_flight))
+                 pick(last.in_flight, first.in_flight), dense, pick(last.expert_params, first.expert_params))
 
 
 def step_collectives(shape, recipe, point, stages: list[Stage]) -> list[Collective]:
@@ -103,8 +108,8 @@ def _priced(memo: dict, key: tuple, cost, buffer_bytes):
 
 
 def axis_family(axis: str) -> str:
-    """tp, cp, pp, or data (dp, fsdp and dp x fsdp)."""
-    return "data" if axis in ("dp", "fsdp", "data") else axis
+    """tp, cp, pp, ep, or data (dp, fsdp and dp x fsdp, and the routed experts' expert-dp, expert-fsdp, expert-data)."""
+    return "data" if axis in ("dp", "fsdp", "data", *expert.EXPERT_AXES.values()) else axis
 
 
 __all__ = ["StageRole", "Timed", "axis_family", "busiest_stage", "stage_collectives", "step_collectives", "timed"]

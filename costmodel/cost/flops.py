@@ -15,6 +15,8 @@ class StepFlops:
     devices_per_replica: object  # tp x pp x cp share one replica's work
     recompute_per_token: object = 0  # forward FLOPs run again in backward (HFU counts them, MFU not)
     attention_per_token: object = 0  # of the model FLOPs, attention's Q K^T and A V over the full s x s (fwd + bwd)
+    padding_per_token: object = 0  # MoE capacity padding (fwd + bwd): hardware FLOPs, not model FLOPs
+    straggler_per_token: object = 0  # the busiest EP rank's routed work beyond the even share (time, not FLOPs)
 
     @property
     def per_token(self):
@@ -29,8 +31,8 @@ class StepFlops:
 
     @property
     def hardware_per_token(self):
-        """What the hardware runs: model FLOPs + recomputation (HFU's numerator)."""
-        return self.per_token + self.recompute_per_token
+        """What the hardware runs: model FLOPs + recomputation + MoE capacity padding (HFU's numerator)."""
+        return self.per_token + self.recompute_per_token + self.padding_per_token
 
     @property
     def forward(self):
@@ -73,7 +75,17 @@ def step_flops(shape, point, seq_len=None) -> StepFlops:
                      backward_per_token=shape.backward_flops_per_token(seq_len),
                      tokens=point.tokens, devices_per_replica=point.tp * point.pp * point.cp,
                      recompute_per_token=recompute_flops_per_token(shape, point, seq_len),
-                     attention_per_token=3 * shape.layers * shape.attention_score_flops_per_token(seq_len))
+                     attention_per_token=3 * shape.layers * shape.attention_score_flops_per_token(seq_len),
+                     padding_per_token=3 * shape.padding_flops_per_token(),
+                     straggler_per_token=straggler_flops_per_token(shape, point))
+
+
+def straggler_flops_per_token(shape, point):
+    """Routed-expert FLOPs (fwd + bwd) the busiest EP rank runs beyond the even share, per token: the
+    load imbalance f - 1 of dropless routing (padding to a capacity is in the hardware FLOPs instead)."""
+    if not shape.moe or shape.capacity_factor is not None:
+        return 0
+    return 3 * shape.moe_layers * (point.moe_imbalance - 1) * shape.top_k * 2 * shape.expert_params()
 
 
 def six_n_t(params, tokens):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, where
-from costmodel.parallel import data, pipeline
+from costmodel.parallel import data, expert, pipeline
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
@@ -25,14 +25,18 @@ STATE_BYTES = {
 }
 
 
-def state_components(*, params, recipe, zero: int, fsdp) -> dict:
-    """Bytes per device of each kind of persistent state the recipe keeps."""
+def state_components(*, params, recipe, zero: int, fsdp, expert_params=0, expert_fsdp=1) -> dict:
+    """Bytes per device of each kind of persistent state the recipe keeps; of the ``params``,
+    ``expert_params`` (routed experts) are sharded over their own ``expert_fsdp`` shards."""
     out = {}
     for name, attribute in STATE_BYTES.items():
         per_param = getattr(recipe, attribute)
         if per_param:
-            out[name] = mem.state_bytes_per_device(params=params, bytes_per_param=per_param,
+            out[name] = mem.state_bytes_per_device(params=params - expert_params, bytes_per_param=per_param,
                                                    shards=data.shards(name, recipe, zero, fsdp))
+            if not (isinstance(expert_params, int) and expert_params == 0):
+                out[name] = out[name] + mem.state_bytes_per_device(
+                    params=expert_params, bytes_per_param=per_param, shards=data.shards(name, recipe, zero, expert_fsdp))
     return out
 
 
@@ -62,9 +66,11 @@ def unsaved_params(shape, point, st: Stage):
     return exact_div(st.role.first * shape.unsaved_first_layer_params(), point.tp)
 
 
-def components(recipe, point, *, params, activation_bytes, weight_copies) -> dict:
-    """All components per device from P (params before data sharding), A (activations) and the copies."""
-    out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp)
+def components(recipe, point, *, params, activation_bytes, weight_copies, expert_params=0) -> dict:
+    """All components per device from P (params before data sharding, of which ``expert_params`` routed
+    experts), A (activations) and the copies."""
+    out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp,
+                           expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
     out["weight_copies"] = weight_copies
     out["activations"] = mem.sharded_activation_bytes_per_device(
         activation_bytes=activation_bytes, fraction=point.shard_activations, shards=point.fsdp)
@@ -212,7 +218,8 @@ def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory
     """Components per device of one stage, and the framework's overheads."""
     acts = activation_bytes(st, point)
     copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st))
-    parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies)
+    parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies,
+                       expert_params=st.expert_params)
     return StageMemory(st, acts, parts, overheads(framework, recipe, point, shape, st, parts["activations"]))
 
 

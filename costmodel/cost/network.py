@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
 from costmodel.formulas import comms
-from costmodel.mathops import above_one, maximum, minimum, where
+from costmodel.mathops import above_one, exact_div, maximum, minimum, where
+from costmodel.parallel import expert
 
 AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
 #: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
@@ -42,19 +43,33 @@ class Placement:
     dcn: object = False  # TPU: the axis crosses slices over DCN
 
 
+#: the routed experts' view of the same devices: the EP group is the data axis's innermost ranks
+EXPERT_ORDER = ("tp", "cp", "ep", "expert-fsdp", "expert-dp", "pp")
+
+
 def _degree(point, axis: str):
+    if axis == "ep":
+        return point.ep
+    if axis in ("expert-fsdp", "expert-dp"):
+        seen = expert.expert_point(point)
+        return seen.fsdp if axis == "expert-fsdp" else seen.dp
     return {"tp": point.tp, "cp": point.cp, "fsdp": point.fsdp, "dp": point.dp, "pp": point.pp}[axis]
 
 
 def placement(hardware, point, axis: str) -> Placement:
-    """Where ``axis`` (tp, cp, fsdp, dp, pp, or data = dp x fsdp as one group) runs."""
-    stop = "fsdp" if axis == "data" else axis
+    """Where ``axis`` (tp, cp, fsdp, dp, pp, or data = dp x fsdp as one group; ep and the experts'
+    expert-fsdp, expert-dp and expert-data) runs."""
+    order = EXPERT_ORDER if axis == "ep" or axis.startswith("expert-") else AXIS_ORDER
+    stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
     inner = 1
-    for name in AXIS_ORDER:
+    for name in order:
         if name == stop:
             break
         inner = inner * _degree(point, name)
-    ranks = point.data if axis == "data" else _degree(point, axis)
+    if axis in ("data", "expert-data"):
+        ranks = point.data if axis == "data" else exact_div(point.data, point.ep)
+    else:
+        ranks = _degree(point, axis)
     if hardware.kind == "tpu":
         return _tpu_placement(hardware, point, axis, ranks)
     fast = hardware.network[0]
@@ -66,7 +81,7 @@ def placement(hardware, point, axis: str) -> Placement:
 
 def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
     ici = hardware.level("ici")
-    data_axis = axis in ("dp", "fsdp", "data")
+    data_axis = axis in ("dp", "fsdp", "data", "ep") or axis.startswith("expert-")
     dcn = False
     if ici.domain_size and data_axis:
         dcn = point.devices > ici.domain_size

@@ -13,7 +13,7 @@ from functools import cached_property
 from costmodel.mathops import exact_fraction, letter
 
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
-LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "tokens": "B", "microbatches": "m",
+LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "ep": "E_p", "tokens": "B", "microbatches": "m",
            "chunks": "v", "grad_accum": "k_a", "mx": "M_X", "my": "M_Y", "recompute_layers": "K"}
 QUANTITIES = tuple(LETTERS)
 
@@ -28,6 +28,7 @@ class Point:
     tp: object = 1
     pp: object = 1
     cp: object = 1
+    ep: object = 1  # experts spread over ep devices of the data axis
     tokens: object = 0  # one replica's micro-batch x sequence
     microbatches: object = 1  # m
     chunks: object = 1  # v
@@ -50,6 +51,7 @@ class Point:
     tp_ends: str = "vocab-parallel"
     tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
     reshard_after_forward: bool = True
+    moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
 
     @classmethod
     def of(cls, layout) -> "Point":

@@ -19,6 +19,9 @@ from costmodel.mathops import letter
 #: the letters of the symbolic view, by field (Scaling Book: D, F, L; Korthikanti: a, s, V)
 LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_heads": "k", "head_dim": "d_h",
            "vocab": "V", "seq_len": "s"}
+#: and of a mixture of experts (E experts, k_e of them per token, F_e wide; F_s of shared experts; L_d dense layers)
+MOE_LETTERS = {"experts": "E", "top_k": "k_e", "expert_width": "F_e", "shared_width": "F_s",
+               "dense_layers": "L_d"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,15 @@ class Shape:
     tied: bool = False
     learned_positions: int = 0  # rows of a learned position table (0 for RoPE)
     dropout: bool = False
+    qk_norm: bool = False  # RMSNorm of d_h on each query and key head (Qwen3)
+    # mixture of experts (experts 0: every MLP is dense)
+    experts: object = 0  # E
+    top_k: object = 0  # k_e
+    expert_width: object = 0  # F_e
+    shared_width: object = 0  # F_s, the shared experts together
+    dense_layers: object = 0  # L_d, the first layers keep a dense MLP of F
+    shared_gate: bool = False
+    capacity_factor: float | None = None  # None: dropless
 
     @classmethod
     def of(cls, model) -> "Shape":
@@ -59,16 +71,24 @@ class Shape:
                    out_bias=model.attention_bias, mlp_bias=model.mlp_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
-                   dropout=model.dropout)
+                   dropout=model.dropout, qk_norm=model.qk_norm, **_moe_fields(model.moe))
+
+    @property
+    def moe(self) -> bool:
+        """Whether the model has MoE layers (structure: a number of experts, or a letter)."""
+        return not (isinstance(self.experts, int) and self.experts == 0)
 
     def values(self) -> dict:
         """Field -> value of each width :meth:`symbolic` writes as a letter (the FFN stack: D, F, L)."""
         fields = tuple(LETTERS) if self.attention else ("width", "mlp_width", "layers")
+        if self.moe:
+            fields += tuple(f for f in MOE_LETTERS if not (f != "experts" and _is_zero(getattr(self, f))))
         return {f: getattr(self, f) for f in fields}
 
     def symbolic(self) -> "Shape":
         """The same shape with each width a positive integer symbol (D, F, L, ...)."""
-        return replace(self, **{f: letter(LETTERS[f]) for f in self.values()})
+        letters = {**LETTERS, **MOE_LETTERS}
+        return replace(self, **{f: letter(letters[f]) for f in self.values()})
 
     # ---- parameters -------------------------------------------------------------------------
     def _attn(self) -> dict:
@@ -78,20 +98,57 @@ class Shape:
         """One norm: D (RMSNorm) or 2 D (LayerNorm)."""
         return pa.norm_params(hidden=self.width, with_bias=self.layernorm)
 
+    def attention_params(self):
+        """One layer's attention projections (and Qwen3's per-head query and key norms)."""
+        out = pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias, out_bias=self.out_bias)
+        return out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
+
+    def dense_mlp_params(self):
+        """One dense MLP of width F."""
+        return pa.mlp_params(hidden=self.width, ffn_hidden=self.mlp_width, gated=self.gated,
+                             bias=self.bias or self.mlp_bias)
+
+    def expert_params(self):
+        """One routed expert's MLP (F_e wide)."""
+        return pa.routed_expert_params(hidden=self.width, expert_ffn_hidden=self.expert_width, gated=self.gated)
+
+    def moe_parts(self) -> dict:
+        """One MoE layer's MLP by part: the routed experts, the shared experts, the router."""
+        return {"experts": self.experts * self.expert_params(),
+                "shared_experts": pa.shared_expert_params(hidden=self.width, shared_ffn_hidden=self.shared_width,
+                                                          gated=self.gated, shared_gate=self.shared_gate),
+                "router": pa.router_params(hidden=self.width, experts=self.experts)}
+
+    @property
+    def moe_layers(self):
+        """Layers whose MLP is a mixture of experts: L - L_d (0 for a dense model)."""
+        return self.layers - self.dense_layers if self.moe else 0
+
     def block_params(self):
-        """Parameters of one repeated block."""
+        """Parameters of one repeated block (an MoE model's: an MoE layer)."""
         if not self.attention:
             return pa.ffn_block_params(d_model=self.width, d_ff=self.mlp_width, gated=self.gated)
-        return pa.transformer_layer_params(**self._attn(), ffn_hidden=self.mlp_width, gated=self.gated,
-                                           bias=self.bias, norm_bias=self.layernorm, qkv_bias=self.qkv_bias,
-                                           out_bias=self.out_bias, mlp_bias=self.mlp_bias)
+        if self.moe:
+            return self.attention_params() + sum(self.moe_parts().values()) + 2 * self.norm_params()
+        return self.dense_block_params()
 
-    def block_replicated_params(self):
-        """Parameters of a block every TP rank keeps whole: two norms and the row-parallel biases."""
+    def dense_block_params(self):
+        """Parameters of a block with a dense MLP (every block of a dense model)."""
+        if not self.attention:
+            return self.block_params()
+        return self.attention_params() + self.dense_mlp_params() + 2 * self.norm_params()
+
+    def block_replicated_params(self, dense: bool = False):
+        """Parameters of a block every TP rank keeps whole: two norms, the row-parallel biases, the
+        per-head query and key norms; an MoE layer's (unless ``dense``) router and shared-expert gate too."""
         if not self.attention:
             return 0
         row_biases = (self.bias or self.out_bias) + (self.bias or self.mlp_bias)  # attention-out, MLP-out
-        return 2 * self.norm_params() + row_biases * self.width
+        out = 2 * self.norm_params() + row_biases * self.width
+        out = out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
+        if self.moe and not dense:
+            out = out + self.moe_parts()["router"] + (self.width if self.shared_gate else 0)
+        return out
 
     def embedding_params(self):
         """Token embedding table V D (0 for the FFN stack)."""
@@ -112,17 +169,25 @@ class Shape:
             return {"blocks": self.layers * self.block_params()}
         parts = {
             "embedding": self.embedding_params(), "position": self.position_params(),
-            "attention": self.layers * pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias,
-                                                           out_bias=self.out_bias),
-            "mlp": self.layers * pa.mlp_params(hidden=self.width, ffn_hidden=self.mlp_width, gated=self.gated,
-                                               bias=self.bias or self.mlp_bias),
+            "attention": self.layers * self.attention_params(),
+            "mlp": (self.layers - self.moe_layers) * self.dense_mlp_params(),
+            **({name: self.moe_layers * count for name, count in self.moe_parts().items()} if self.moe else {}),
             "norms": (2 * self.layers + 1) * self.norm_params(),
             "output": self.output_params(),
         }
-        return {name: count for name, count in parts.items() if not (isinstance(count, int) and count == 0)}
+        return {name: count for name, count in parts.items() if not _is_zero(count)}
 
     def total_params(self):
         return sum(self.param_parts().values())
+
+    def inactive_params(self):
+        """Routed experts a token does not use: (L - L_d)(E - k_e) x one expert (0 for a dense model)."""
+        return self.moe_layers * (self.experts - self.top_k) * self.expert_params() if self.moe else 0
+
+    def active_params(self):
+        """Parameters one token uses: all but the routed experts it is not sent to (MoE papers'
+        'activated parameters'; embeddings and the output layer included, as Mixtral's 12.9B counts them)."""
+        return self.total_params() - self.inactive_params()
 
     def unsaved_first_layer_params(self):
         """Weights whose low-precision copy autograd does not save: the first matmuls of a stack fed with data."""
@@ -143,29 +208,65 @@ class Shape:
         return 4 * self.heads * self.head_dim * self.width + mlp, self.vocab * self.width
 
     # ---- FLOPs ------------------------------------------------------------------------------
-    def layer_forward_flops_per_token(self, seq_len=None):
+    def moe_mlp_forward_flops_per_token(self):
+        """An MoE layer's MLP per token: router, k_e experts, shared experts."""
+        return fl.moe_mlp_forward_flops_per_token(hidden=self.width, experts=self.experts, top_k=self.top_k,
+                                                  expert_ffn_hidden=self.expert_width,
+                                                  shared_ffn_hidden=self.shared_width, gated=self.gated,
+                                                  shared_gate=self.shared_gate)
+
+    def padding_flops_per_token(self):
+        """Forward FLOPs per token the MoE layers run on capacity padding (0 dropless or dense)."""
+        if not self.moe or self.capacity_factor is None:
+            return 0
+        return self.moe_layers * fl.capacity_padding_flops_per_token(
+            hidden=self.width, top_k=self.top_k, expert_ffn_hidden=self.expert_width, gated=self.gated,
+            capacity_factor=self.capacity_factor)
+
+    def layer_forward_flops_per_token(self, seq_len=None, dense: bool = False):
+        """One repeated block per token (an MoE model's MoE layer; ``dense``: a layer with a dense MLP)."""
         if not self.attention:
             return fl.ffn_forward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated)
-        return fl.transformer_layer_forward_flops_per_token(
-            **self._attn(), ffn_hidden=self.mlp_width, seq_len=self.seq_len if seq_len is None else seq_len,
-            gated=self.gated)
+        if not self.moe or dense:
+            return fl.transformer_layer_forward_flops_per_token(
+                **self._attn(), ffn_hidden=self.mlp_width, seq_len=self.seq_len if seq_len is None else seq_len,
+                gated=self.gated)
+        attention = fl.attention_forward_flops_per_token(**self._attn(),
+                                                         seq_len=self.seq_len if seq_len is None else seq_len)
+        return attention + self.moe_mlp_forward_flops_per_token()
+
+    def stage_forward_flops_per_token(self, layers, dense_layers, seq_len=None):
+        """Forward FLOPs per token of ``layers`` blocks of which ``dense_layers`` have a dense MLP."""
+        if not self.moe:
+            return layers * self.layer_forward_flops_per_token(seq_len)
+        return ((layers - dense_layers) * self.layer_forward_flops_per_token(seq_len)
+                + dense_layers * self.layer_forward_flops_per_token(seq_len, dense=True))
+
+    def output_forward_flops_per_token(self):
+        """The output layer's logits per token: 2 V D (0 for the FFN stack)."""
+        return fl.matmul_flops(tokens=1, fan_in=self.width, fan_out=self.vocab) if self.attention else 0
 
     def _transformer_flops(self, seq_len) -> dict:
         return dict(self._attn(), ffn_hidden=self.mlp_width, layers=self.layers, vocab=self.vocab,
                     seq_len=self.seq_len if seq_len is None else seq_len, gated=self.gated)
 
     def forward_flops_per_token(self, seq_len=None):
-        """Forward matmul FLOPs per token."""
+        """Forward matmul FLOPs per token (an MoE model's active ones)."""
         if not self.attention:
             return fl.ffn_forward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=self.layers,
                                                   gated=self.gated)
+        if self.moe:
+            return (self.stage_forward_flops_per_token(self.layers, self.layers - self.moe_layers, seq_len)
+                    + self.output_forward_flops_per_token())
         return fl.transformer_forward_flops_per_token(**self._transformer_flops(seq_len))
 
     def backward_flops_per_token(self, seq_len=None):
-        """Backward matmul FLOPs per token."""
+        """Backward matmul FLOPs per token (2 x forward for a transformer: every input is trained)."""
         if not self.attention:
             return fl.ffn_backward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=self.layers,
                                                    gated=self.gated, input_requires_grad=self.input_requires_grad)
+        if self.moe:
+            return 2 * self.forward_flops_per_token(seq_len)
         return fl.transformer_backward_flops_per_token(**self._transformer_flops(seq_len))
 
     def attention_score_flops_per_token(self, seq_len=None):
@@ -177,22 +278,35 @@ class Shape:
 
     # ---- activations ------------------------------------------------------------------------
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
-                                         norm_stats: bool, eager: bool = False):
-        """One layer keeping everything (less the attention core under selective recompute), per token."""
+                                         norm_stats: bool, eager: bool = False, dense: bool = False,
+                                         routed_factor=1):
+        """One layer keeping everything (less the attention core under selective recompute), per token.
+
+        An MoE layer (unless ``dense``): its shared experts in place of the MLP, plus the routed experts'
+        tensors on the busiest device (``routed_factor``: capacity factor or load imbalance)."""
         if not self.attention:
             return act_bytes * mem.ffn_activation_elements_per_token(
                 d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated, activation=self.activation,
                 tp=tp, sp=sp)
+        moe = self.moe and not dense
         stats = (8 if self.layernorm else 4) if norm_stats else 0  # fp32 rstd (LayerNorm: and mean)
         outside = ac.outside_tp_bytes_per_token(hidden=self.width, act_bytes=act_bytes, dropout=self.dropout,
                                                 norm_stat_bytes=stats)
-        inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=self.mlp_width, act_bytes=act_bytes,
-                                              gated=self.gated)
+        inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=self.shared_width if moe else self.mlp_width,
+                                              act_bytes=act_bytes, gated=self.gated)
         core = ac.attention_core_bytes_per_token(heads=self.heads, head_dim=self.head_dim, seq_len=self.seq_len,
                                                  act_bytes=act_bytes, dropout=self.dropout, flash=flash,
                                                  eager=eager, kv_heads=self.kv_heads)
-        return ac.layer_activation_bytes_per_token(outside=outside, inside=inside, core=core, tp=tp, sp=sp,
-                                                   policy="selective" if selective else "none")
+        out = ac.layer_activation_bytes_per_token(outside=outside, inside=inside, core=core, tp=tp, sp=sp,
+                                                  policy="selective" if selective else "none")
+        if not moe:
+            return out
+        out = out + ac.routed_expert_bytes_per_token(hidden=self.width, top_k=self.top_k,
+                                                     expert_ffn_hidden=self.expert_width, act_bytes=act_bytes,
+                                                     gated=self.gated, tp=tp, routed_factor=routed_factor)
+        if self.shared_gate:
+            out = out + ac.shared_gate_bytes_per_token(hidden=self.width, act_bytes=act_bytes, tp=tp if sp else 1)
+        return out
 
     def layer_input_bytes_per_token(self, *, act_bytes, tp, sp: bool):
         """A fully recomputed layer keeps its input only (split over t with SP)."""
@@ -212,3 +326,19 @@ class Shape:
         stats = (8 if self.layernorm else 4) if norm_stats else 0
         return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp,
                                                norm_stat_bytes=stats)
+
+
+def _is_zero(value) -> bool:
+    """The literal 0: a number, or a sympy zero (0 * a letter); never an array."""
+    if isinstance(value, (int, float)):
+        return value == 0
+    return getattr(value, "is_zero", None) is True
+
+
+def _moe_fields(moe) -> dict:
+    """Shape fields of a Transformer spec's ``moe`` (none for a dense model)."""
+    if moe is None:
+        return {}
+    return dict(experts=moe.experts, top_k=moe.top_k, expert_width=moe.expert_ffn_hidden,
+                shared_width=moe.shared_ffn_hidden, dense_layers=moe.dense_layers, shared_gate=moe.shared_gate,
+                capacity_factor=moe.capacity_factor)

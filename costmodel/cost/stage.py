@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costmodel.mathops import ceil_div, exact_div
-from costmodel.parallel import pipeline, tensor
+from costmodel.mathops import ceil_div, exact_div, maximum, minimum
+from costmodel.parallel import expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
 
 
@@ -17,6 +17,18 @@ class Stage:
     root_params: object  # of which outside the blocks (embeddings, final norm, output layer)
     activation_bytes_per_token: object  # one micro-batch token, times the micro-batches in flight
     in_flight: object
+    dense_layers: object = None  # of the layers, those with a dense MLP (None: all of them)
+    expert_params: object = 0  # of the params, routed experts' (sharded over the experts' data group)
+
+    @property
+    def moe_layers(self):
+        """The stage's MoE layers."""
+        return 0 if self.dense_layers is None else self.layers - self.dense_layers
+
+
+def dense_layers_on(shape, layers, start):
+    """Of a stage's ``layers`` starting at layer ``start``, those among the model's first L_d dense ones."""
+    return minimum(maximum(shape.dense_layers - start, 0), layers)
 
 
 def recomputed_layers(layers, point):
@@ -32,21 +44,31 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     """The stage ``role`` of ``point`` on one device (replicated KV heads counted on every rank)."""
     shape = tensor.as_held(shape, point)
     layers = pipeline.stage_layers(shape.layers, point.pp, role, point.split, shape.split_costs())
+    dense = None
+    if shape.moe:
+        start = pipeline.stage_start(shape.layers, point.pp, role, point.split, shape.split_costs())
+        dense = dense_layers_on(shape, layers, start)
+    routed = 0 if dense is None else (layers - dense) * expert.routed_params_per_layer(shape, point)
     params, root = tensor.stage_params_per_device(shape, layers=layers, first=role.first, last=role.last,
-                                                  tp=point.tp, ends=point.tp_ends)
+                                                  tp=point.tp, ends=point.tp_ends, dense_layers=dense)
     act = recipe.activation_bytes
-    kept = shape.layer_activation_bytes_per_token(act_bytes=act, tp=point.tp, sp=point.sp,
-                                                  selective=point.recompute == "selective", flash=point.flash,
-                                                  norm_stats=point.norm_stats, eager=point.eager)
+    options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
+                   flash=point.flash, norm_stats=point.norm_stats, eager=point.eager)
+    if shape.moe:
+        options["routed_factor"] = expert.routed_factor(shape, point)
+    kept = shape.layer_activation_bytes_per_token(**options)
     again = recomputed_layers(layers, point)
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=act, tp=point.tp,
                                                                                     sp=point.sp)
+    if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' (the first recomputed first)
+        kept_dense = maximum(dense - again, 0)
+        per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
         act_bytes=act, autocast=recipe.compute_weights == "transient")
     per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
                                                                               norm_stats=point.norm_stats)
     flight = pipeline.in_flight(point, role)
-    return Stage(role, layers, params, root, per_token * flight, flight)
+    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed)
 
 
 def activation_bytes(stage: Stage, point):

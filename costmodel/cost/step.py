@@ -1,7 +1,7 @@
 """Predicted time of one training step: matmuls, memory-bound ops, communication, pipeline bubble.
 
-T = (T_matmul + T_elementwise + T_TP + T_CP + T_p2p) / (1 - bubble) + exposed data-axis comm, where
-TP/CP/p2p traffic sits on the critical path (not overlapped, as in Megatron-LM 2022) and DDP/FSDP
+T = (T_matmul + T_elementwise + T_TP + T_CP + T_EP + T_p2p) / (1 - bubble) + exposed data-axis comm, where
+TP/CP/EP/p2p traffic sits on the critical path (not overlapped, as in Megatron-LM 2022) and DDP/FSDP
 traffic overlaps with backward compute unless overlap is 'none'. Collective times come from the
 one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated where the spec is.
 """
@@ -46,14 +46,15 @@ class StepTime:
     p2p_exposed_s: object = 0  # of p2p_s, what compute does not hide
     tp_overlap: str = "none"
     p2p_overlap: str = "none"
+    ep_s: object = 0  # the MoE layers' dispatch and combine all-to-alls (on the critical path)
 
     @property
     def critical_parts(self) -> dict:
         """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
         pipelined critical path, and the exposed data-axis traffic."""
-        critical = self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.p2p_exposed_s
+        critical = self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s + self.p2p_exposed_s
         return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": self.tp_exposed_s,
-                "cp_s": self.cp_s, "p2p_exposed_s": self.p2p_exposed_s,
+                "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
                 "data_exposed_s": self.data_exposed_s}
 
@@ -81,7 +82,7 @@ class StepTime:
     @property
     def parts(self) -> dict:
         return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_s": self.tp_s,
-                "cp_s": self.cp_s, "p2p_s": self.p2p_s, "data_comm_s": self.data_comm_s,
+                "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "data_comm_s": self.data_comm_s,
                 "data_exposed_s": self.data_exposed_s}
 
 
@@ -165,13 +166,14 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     devices = point.devices
     efficiency = matmul_efficiency(shape, point, hardware)
     hw_flops = flops.hardware_per_token * global_tokens
+    busiest = hw_flops + flops.straggler_per_token * global_tokens  # the EP rank with the most routed tokens
     if stages is None:  # every stage taken to do an equal share
         imbalance, most_layers = 1, ceil_div(shape.layers, point.pp)
     else:
         share, most_layers = slowest_stage(shape, stages)
         imbalance = share * point.pp
     attention = flops.attention_per_token * global_tokens
-    matmul = matmul_seconds(hw_flops * imbalance / devices, attention * imbalance / devices, hardware=hardware,
+    matmul = matmul_seconds(busiest * imbalance / devices, attention * imbalance / devices, hardware=hardware,
                             efficiency=efficiency, precision=precision)
     heads, seq = (shape.heads, shape.seq_len) if shape.attention else (0, 0)
     width = shape.width if shape.attention else shape.width + shape.mlp_width
@@ -180,7 +182,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         hidden=width, heads=heads, seq_len=seq, act_bytes=recipe.activation_bytes,
         passes=hardware.step_model.elementwise_passes, tp=point.tp, hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
         flash=point.flash)
-    by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0}
+    by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0, "ep": 0}
     for row in timed:
         family_ = axis_family(row.collective.axis)
         by_axis[family_] = by_axis[family_] + row.seconds
@@ -189,10 +191,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     # pipeline sends with the next micro-batch's compute; else on the critical path (Megatron's default)
     tp_exposed = fs.exposed_seconds(comm=by_axis["tp"], hidden_behind=matmul, overlap=tp_overlap)
     p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=matmul + elementwise, overlap=p2p_overlap)
-    critical = matmul + elementwise + tp_exposed + by_axis["cp"] + p2p_exposed
+    critical = matmul + elementwise + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
     backward_compute = (matmul + elementwise) * 2 / 3  # backward is 2 of the 3 matmul passes
     exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=backward_compute, overlap=overlap)
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap)
+                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"])

@@ -90,3 +90,27 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
     first stage's input ids (measured in tests/test_torch_llama_activations.py).
     """
     return 2 * act_bytes * hidden + norm_stat_bytes + 4 * vocab / tp
+
+
+def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor):
+    """What an MoE layer's routed experts save per token on the busiest device: for each of the
+    k_e f token copies (f: capacity factor, or the load imbalance), its permuted input and its output
+    (saved by the product with its routing weight) b_a 2 D, the weight b_a, the expert MLP's hidden
+    tensors b_a 4 F_e / t (SwiGLU; GeLU 2 F_e / t), and two int64 indices (16 B) that permute and
+    unpermute it; and per token the router's top-k indices (int64) and their fp32 softmax, 12 k_e / t.
+
+    Under expert TP (= t, with SP) the copies are gathered over the TP group, so their D-wide tensors
+    are whole on every rank and only F_e splits; the router runs on the sequence shard (/ t). The
+    grouped implementation of tests/torch_moe.py (Megatron-core's routing: top-k of the logits, then a
+    softmax over the k; Jiang et al. 2024, arXiv:2401.04088, Sec. 2.1) saves exactly these
+    (tests/test_torch_moe.py). Inputs the router shares with the MLP norm are counted there.
+    """
+    copies = top_k * routed_factor
+    per_copy = act_bytes * (2 * hidden + 1) + 16 + act_bytes * (4 if gated else 2) * expert_ffn_hidden / tp
+    return copies * per_copy + 12 * top_k / tp
+
+
+def shared_gate_bytes_per_token(*, hidden, act_bytes, tp):
+    """Qwen2-MoE's shared-expert gate sigmoid(x w) y: the product saves the sigmoid's output (b_a) and the
+    shared experts' output y (b_a D, reduced over TP first, so split only by SP: / t)."""
+    return act_bytes * (hidden + 1) / tp

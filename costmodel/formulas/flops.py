@@ -43,11 +43,48 @@ def attention_score_flops_per_token(*, seq_len, heads, head_dim):
     return 2 * 2 * seq_len * heads * head_dim
 
 
+def attention_forward_flops_per_token(*, hidden, heads, kv_heads, head_dim, seq_len):
+    """Forward FLOPs per token of one attention: 2 x its projections' weights + 4 s a d_h."""
+    projections = hidden * head_dim * (2 * heads + 2 * kv_heads)
+    return 2 * projections + attention_score_flops_per_token(seq_len=seq_len, heads=heads, head_dim=head_dim)
+
+
+def mlp_forward_flops_per_token(*, hidden, ffn_hidden, gated):
+    """Forward FLOPs per token of a dense MLP: 2 x its (2 + gated) D F weights."""
+    return 2 * (3 if gated else 2) * hidden * ffn_hidden
+
+
 def transformer_layer_forward_flops_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, seq_len, gated):
     """Forward FLOPs per token of one block: 2 x its matmul weights + 4 s a d_h for attention."""
-    projections = hidden * head_dim * (2 * heads + 2 * kv_heads)
-    mlp = (3 if gated else 2) * hidden * ffn_hidden
-    return 2 * (projections + mlp) + attention_score_flops_per_token(seq_len=seq_len, heads=heads, head_dim=head_dim)
+    return (attention_forward_flops_per_token(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                                              seq_len=seq_len)
+            + mlp_forward_flops_per_token(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated))
+
+
+def moe_mlp_forward_flops_per_token(*, hidden, experts, top_k, expert_ffn_hidden, shared_ffn_hidden, gated,
+                                    shared_gate=False):
+    """Forward FLOPs per token of an MoE layer's MLP: the router's 2 D E, k_e experts of width F_e,
+    the shared experts of width F_s (and Qwen2-MoE's 2 D gate).
+
+    (2 + gated) 2 D (k_e F_e + F_s) + 2 D E (+ 2 D). A token runs only the experts it is routed to,
+    so the count is the model's 'active' FLOPs (Fedus et al. 2021, arXiv:2101.03961, Sec. 2: FLOPs per
+    token are independent of the number of experts); padding to a capacity is hardware FLOPs (below).
+    """
+    matrices = 3 if gated else 2
+    experts_and_shared = matrices * (top_k * matmul_flops(tokens=1, fan_in=hidden, fan_out=expert_ffn_hidden)
+                                     + matmul_flops(tokens=1, fan_in=hidden, fan_out=shared_ffn_hidden))
+    gate = matmul_flops(tokens=1, fan_in=hidden, fan_out=1) if shared_gate else 0
+    return matmul_flops(tokens=1, fan_in=hidden, fan_out=experts) + experts_and_shared + gate
+
+
+def capacity_padding_flops_per_token(*, hidden, top_k, expert_ffn_hidden, gated, capacity_factor):
+    """Forward FLOPs per token an MoE layer runs on padding: an expert computes its whole capacity
+    c T k_e / E whether or not tokens fill it, (c - 1) of the routed work on average.
+
+    Source: Fedus et al. 2021, arXiv:2101.03961, Sec. 2.2 (expert capacity = c x tokens per batch / experts).
+    """
+    matrices = 3 if gated else 2
+    return (capacity_factor - 1) * top_k * matrices * matmul_flops(tokens=1, fan_in=hidden, fan_out=expert_ffn_hidden)
 
 
 def transformer_forward_flops_per_token(

@@ -69,3 +69,32 @@ def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, g
         + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias or mlp_bias)
         + 2 * norm_params(hidden=hidden, with_bias=norm_bias)
     )
+
+
+def qk_norm_params(*, head_dim):
+    """Query and key RMSNorms over each head's d_h elements (Qwen3): 2 d_h per layer."""
+    return 2 * head_dim
+
+
+def router_params(*, hidden, experts):
+    """The router's D x E scoring matrix.
+
+    Source: Shazeer et al. 2017, arXiv:1701.06538, Sec. 2.1 (G(x) = Softmax(KeepTopK(x W_g, k))).
+    DeepSeek-V3's per-expert selection bias (arXiv:2412.19437, Sec. 2.1.2) is not a parameter: it is
+    nudged by a fixed step outside the optimizer, and transformers keeps it as a buffer.
+    """
+    return hidden * experts
+
+
+def routed_expert_params(*, hidden, expert_ffn_hidden, gated):
+    """One routed expert: an MLP of width F_e, (2 + gated) D F_e weights, no biases."""
+    return mlp_params(hidden=hidden, ffn_hidden=expert_ffn_hidden, gated=gated)
+
+
+def shared_expert_params(*, hidden, shared_ffn_hidden, gated, shared_gate=False):
+    """The shared experts, one MLP of width F_s: (2 + gated) D F_s (+ D for Qwen2-MoE's sigmoid gate).
+
+    Source: Dai et al. 2024, arXiv:2401.06066 (DeepSeekMoE), Sec. 3.2 (shared expert isolation);
+    DeepSeek-V3 and Qwen2-MoE implement them as one MLP of the experts' widths added together.
+    """
+    return mlp_params(hidden=hidden, ffn_hidden=shared_ffn_hidden, gated=gated) + (hidden if shared_gate else 0)

@@ -15,6 +15,8 @@ WIDTH = 2**24
 LAYERS = 2**20
 #: attention heads
 HEADS = 2**20
+#: experts of one MoE layer
+EXPERTS = 2**20
 #: vocabulary entries
 VOCAB = 2**31
 #: sequence length and positions (tokens)

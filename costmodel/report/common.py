@@ -53,12 +53,14 @@ def table(title: str, *columns: str):
 
 
 def layout_text(layout) -> str:
-    parts = [f"{axis}={getattr(layout, axis)}" for axis in ("dp", "fsdp", "tp", "pp", "cp")
+    parts = [f"{axis}={getattr(layout, axis)}" for axis in ("dp", "fsdp", "tp", "pp", "cp", "ep")
              if getattr(layout, axis) > 1]
     if layout.fsdp > 1:
         parts.append(f"ZeRO-{layout.zero}")
     if layout.sp:
         parts.append("sp")
+    if layout.moe_imbalance != 1:
+        parts.append(f"MoE imbalance {layout.moe_imbalance:g}")
     return ", ".join(parts) or "one device"
 
 

@@ -50,7 +50,8 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     top = cost.heaviest
     out = {
         "model": cost.shape.name, "recipe": cost.recipe.name, "layout": {**layout.model_dump(), "split": cost.point.split},
-        "params": cost.params, "params_per_device": top.stage.params,
+        "params": cost.params, "active_params": cost.shape.active_params(), "params_per_device": top.stage.params,
+        "expert_params_per_device": top.stage.expert_params,
         "components": {k: number(v) for k, v in top.components.items()},
         "total_bytes": number(top.total_bytes),
         "framework": cost.framework.name if cost.framework is not None else "exact",
@@ -96,7 +97,8 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
                       formula.legend(*formula_exprs(cost, formula).values()))
         out.print(f"  total evaluated = {sym['total_evaluated']:,} B\n")
     top = cost.heaviest
-    out.print(f"[bold]{cost.shape.name}[/]: {cost.params:,} parameters; recipe [bold]{cost.recipe.name}[/] "
+    active = f" ({cost.shape.active_params():,} active per token)" if cost.shape.moe else ""
+    out.print(f"[bold]{cost.shape.name}[/]: {cost.params:,} parameters{active}; recipe [bold]{cost.recipe.name}[/] "
               f"({cost.recipe.description}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
     kind = data["weight_copies"]
     t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")

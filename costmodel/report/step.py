@@ -5,22 +5,25 @@ from __future__ import annotations
 from costmodel.report.common import console, emit_json, table
 
 
-def errors(hardware, precision: str = "bf16"):
-    """(low, high) of predicted / measured - 1 over the fit's held-out rows, or None without a fit."""
+def errors(hardware, precision: str = "bf16", moe: bool = False):
+    """(low, high) of predicted / measured - 1 over the fit's held-out rows, or None without a fit
+    (and for MoE models: no fitted run had experts)."""
+    if moe:
+        return None
     sm = hardware.step_model
     pair = (sm.fp8_error_low, sm.fp8_error_high) if precision == "fp8" else (sm.error_low, sm.error_high)
     return None if None in pair else pair
 
 
-def band(step_s, hardware, precision: str = "bf16"):
+def band(step_s, hardware, precision: str = "bf16", moe: bool = False):
     """(low, high): where the measured step lay for the fit's held-out rows, or None without a band."""
-    pair = errors(hardware, precision)
+    pair = errors(hardware, precision, moe)
     return None if pair is None else (step_s / (1 + pair[1]), step_s / (1 + pair[0]))
 
 
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
-    low_high = band(b.step_s, hardware, b.precision)
+    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe)
     return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
@@ -45,22 +48,25 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
     notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak", "elementwise_s": "norms, softmax, ... (HBM)",
-             "tp_s": tp_note, "cp_s": "on the critical path", "p2p_s": f"pipeline sends, {p2p_note}",
+             "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
+             "p2p_s": f"pipeline sends, {p2p_note}",
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": f"of which exposed ({b.overlap})"}
     for key, value in b.parts.items():
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4f}", notes[key])
     t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
-    low_high = band(b.step_s, hardware, b.precision)
+    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe)
+    no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
+        "no fitted range for this device"
     t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]",
-              f"range {low_high[0]:.4f} - {low_high[1]:.4f}" if low_high else "no fitted range for this device")
+              f"range {low_high[0]:.4f} - {low_high[1]:.4f}" if low_high else no_range)
     out.print(t)
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     out.print(f"Step-model parameters: {hardware.step_model.source}")
     if low_high:
-        low, high = errors(hardware, b.precision)
+        low, high = errors(hardware, b.precision, cost.shape.moe)
         out.print(f"Range: the step times the fit's held-out rows measured, relative to their predictions "
                   f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))

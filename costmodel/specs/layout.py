@@ -28,6 +28,11 @@ class Layout(Spec):
     sp: bool = Field(False, description="sequence parallel inside the TP group")
     pp: Degree = Field(1, description="pipeline stages")
     cp: Degree = Field(1, description="context-parallel degree (sequence split across devices)")
+    ep: Degree = Field(1, description="expert-parallel degree: each MoE layer's experts spread over ep devices of "
+                       "the data axis (it must divide dp x fsdp)")
+    moe_imbalance: Annotated[float, Field(ge=1, le=1024)] = Field(
+        1.0, description="tokens the busiest expert-parallel rank receives, as a multiple of the even share "
+        "(dropless routing; 1: perfectly balanced). It scales that rank's all-to-alls, expert activations and time")
     tokens: Annotated[int, Field(ge=0, le=bounds.TOKENS)] = Field(
         0, description="tokens one model replica holds at once: micro-batch x sequence (tokens)")
     shard_activations: Annotated[float, Field(ge=0, le=1)] = Field(

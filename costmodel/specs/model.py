@@ -46,8 +46,38 @@ class FFNStack(Spec):
         return self.d_ff
 
 
+class MoE(Spec):
+    """Mixture-of-experts MLPs: each MoE layer's MLP is a router and E expert MLPs, of which each
+    token uses k (top-k routing), plus shared experts every token uses.
+
+    Expert MLPs have the model's MLP kind (SwiGLU or GeLU) and width ``expert_ffn_hidden``. The first
+    ``dense_layers`` layers keep a dense MLP of ``ffn_hidden`` (DeepSeek-V3's first_k_dense_replace).
+    Sources: Shazeer et al. 2017, arXiv:1701.06538 (top-k gating); Fedus et al. 2021,
+    arXiv:2101.03961 (capacity factor); Jiang et al. 2024, arXiv:2401.04088 (Mixtral: 8 experts, top-2);
+    Dai et al. 2024, arXiv:2401.06066 (DeepSeekMoE: shared experts).
+    """
+
+    experts: count(bounds.EXPERTS) = Field(description="E, routed experts per MoE layer")
+    top_k: count(bounds.EXPERTS) = Field(description="k, routed experts each token uses")
+    expert_ffn_hidden: Width = Field(description="F_e, hidden width of one routed expert's MLP (elements)")
+    shared_ffn_hidden: Annotated[int, Field(ge=0, le=bounds.WIDTH)] = Field(
+        0, description="F_s, hidden width of the shared experts together (one MLP every token uses; 0: none)")
+    shared_gate: bool = Field(False, description="a D -> 1 sigmoid gate scales the shared experts' output (Qwen2-MoE)")
+    dense_layers: Annotated[int, Field(ge=0, le=bounds.LAYERS)] = Field(
+        0, description="the first layers keep a dense MLP of ffn_hidden (DeepSeek-V3: 3)")
+    capacity_factor: Annotated[float, Field(ge=1, le=1024)] | None = Field(
+        None, description="tokens an expert takes, as a multiple of its even share T k / E; the rest are dropped "
+        "and short experts padded (Fedus et al. 2021). None: dropless (Mixtral, DeepSeek-V3)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoE":
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k={self.top_k} is more than experts={self.experts}")
+        return self
+
+
 class Transformer(Spec):
-    """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style."""
+    """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style; MoE MLPs optional."""
 
     kind: Literal["transformer"] = "transformer"
     name: Name = Field(description="short name used on the command line")
@@ -75,10 +105,14 @@ class Transformer(Spec):
         None, description="positions of a learned position table (tokens); needed for 'learned'")
     seq_len: count(bounds.SEQUENCE) = Field(description="s, training sequence length (tokens)")
     dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
+    qk_norm: bool = Field(False, description="RMSNorm of d_h weights on each query and key head (Qwen3)")
+    moe: MoE | None = Field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
     source: Text = Field("", description="where the numbers come from")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "Transformer":
+        if self.moe is not None and self.moe.dense_layers >= self.layers:
+            raise ValueError(f"moe.dense_layers={self.moe.dense_layers} leaves none of the {self.layers} layers MoE")
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; give head_dim")
         if self.heads % self.kv_heads:

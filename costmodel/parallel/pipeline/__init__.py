@@ -9,7 +9,7 @@ from __future__ import annotations
 from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatch
 from costmodel.mathops import ceil_div, above_one, exact_div, indicator
 from costmodel.parallel.collective import Collective, Rule, present
-from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers
+from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers, stage_start
 
 NAME = "pp"
 
@@ -63,4 +63,4 @@ def collectives(shape, recipe, point) -> list[Collective]:
 
 
 __all__ = ["NAME", "StageRole", "bubble", "checks", "collectives", "in_flight", "p2p_bytes",
-           "representative_stages", "stage_layers"]
+           "representative_stages", "stage_layers", "stage_start"]

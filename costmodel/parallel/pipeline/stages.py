@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.formulas import pipeline as pl
-from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, where
+from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, minimum, where
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,18 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
     if role.index is None:
         return floor_div(layers, pp)
     return floor_div(layers, pp) + indicator(role.index < layers % pp)
+
+
+def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
+    """Index of a stage's first layer: the layers on the stages before it (the last: L less its own)."""
+    if role.index == 0:
+        return 0
+    if role.index is None:
+        return layers - stage_layers(layers, pp, role, split, costs)
+    if split == "compute":
+        return pl.balanced_stage_end(stage=role.index - 1, stages=pp, layers=layers, layer_cost=costs[0],
+                                     output_cost=costs[1])
+    return role.index * floor_div(layers, pp) + minimum(role.index, layers % pp)
 
 
 def in_flight(point, role: StageRole):

@@ -11,18 +11,22 @@ from costmodel.mathops import exact_div, floor_div, maximum
 from costmodel.parallel.collective import Collective, present
 
 
-def collectives(shape, recipe, point, *, layers, first, last) -> list[Collective]:
+def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None) -> list[Collective]:
     """TP collectives of one stage per optimizer step (``first``/``last``: 0/1 masks of the stage's role).
 
     Block collectives repeat for every micro-batch (grad_accum x m); the norms' gradient
-    all-reduce happens once, before the optimizer step.
+    all-reduce happens once, before the optimizer step. Of an MoE model's ``layers``, ``dense_layers``
+    have a dense MLP; the MoE layers' shared experts are a column/row pair of their own, their routed
+    experts the expert axis's (:func:`costmodel.parallel.expert.collectives`).
     """
     if not present(point.tp):
         return []
     tokens = exact_div(point.tokens, point.cp)  # one device's share of a micro-batch (before SP)
     act, sp = recipe.activation_bytes, point.sp
-    out = block_collectives(tokens=tokens, width=shape.width, layers=layers, tp=point.tp, act_bytes=act, sp=sp,
-                            pairs_per_layer=2 if shape.attention else 1,
+    pairs = 2 * layers if shape.attention else layers  # attention and MLP
+    if dense_layers is not None:  # attention, the dense MLPs, the shared experts
+        pairs = layers + dense_layers + ((layers - dense_layers) if shape.shared_width else 0)
+    out = block_collectives(tokens=tokens, width=shape.width, layers=pairs, tp=point.tp, act_bytes=act, sp=sp,
                             first_input_grad=shape.attention or shape.input_requires_grad)
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,

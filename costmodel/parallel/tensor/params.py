@@ -11,10 +11,16 @@ from __future__ import annotations
 from costmodel.mathops import ceil_div, exact_div
 
 
-def block_params_per_device(shape, tp):
-    """One block on one TP rank: (block - replicated) / t + replicated (the checks make t divide it)."""
-    replicated = shape.block_replicated_params()
-    return exact_div(shape.block_params() - replicated, tp) + replicated
+def block_params_per_device(shape, tp, dense: bool = False):
+    """One block on one TP rank: (block - replicated) / t + replicated (the checks make t divide it).
+
+    An MoE layer's (unless ``dense``) without its routed experts, which the expert axis places
+    (:func:`costmodel.parallel.expert.routed_params_per_layer`); its shared experts split like an MLP.
+    """
+    replicated = shape.block_replicated_params(dense=dense)
+    if shape.moe and not dense:
+        return exact_div(shape.block_params() - shape.moe_parts()["experts"] - replicated, tp) + replicated
+    return exact_div(shape.dense_block_params() - replicated, tp) + replicated
 
 
 def vocab_rows_per_device(shape, tp, ends: str):
@@ -22,14 +28,17 @@ def vocab_rows_per_device(shape, tp, ends: str):
     return ceil_div(shape.vocab, tp) if ends == "vocab-parallel" else shape.vocab
 
 
-def stage_params_per_device(shape, *, layers, first, last, tp, ends: str):
-    """(all, root) parameters of a stage on one TP rank; ``first``/``last`` are 0/1 masks.
+def stage_params_per_device(shape, *, layers, first, last, tp, ends: str, dense_layers=None):
+    """(all, root) parameters of a stage on one TP rank; ``first``/``last`` are 0/1 masks; of an MoE
+    model's ``layers``, ``dense_layers`` have a dense MLP (routed experts not counted: the expert axis's).
 
     The root is what sits outside the blocks: the embeddings on the first stage, the final norm and
     output layer on the last. With tied embeddings and p > 1 the last stage keeps its own copy of the
     embedding matrix for the logits (Megatron's shared embedding, kept in sync by an all-reduce).
     """
     blocks = layers * block_params_per_device(shape, tp)
+    if dense_layers is not None:
+        blocks = blocks + dense_layers * (block_params_per_device(shape, tp, dense=True) - block_params_per_device(shape, tp))
     if not shape.attention:
         return blocks, 0
     matrix = vocab_rows_per_device(shape, tp, ends) * shape.width

@@ -1,0 +1,125 @@
+"""The expert axis: each MoE layer's E experts spread over e devices of the data axis (expert
+parallelism), tokens sent to their experts and back by two all-to-alls.
+
+Layout (Megatron-core's MoE 'parallel folding', Liu et al. 2025, arXiv:2504.14960): the attention and
+the dense parts keep the layout's tp x cp x data mesh; the experts see the same devices as expert TP
+(= tp here) x e x expert data (the rest of the data axis). The EP group is the innermost e ranks of the
+data axis, so it takes the fsdp shards first: experts are sharded N / e ways (N the fsdp degree)
+and replicated over the rest.
+
+Sharding: :func:`routed_params_per_layer` (experts one device holds), :func:`expert_shards`;
+traffic: :func:`collectives`; rules: :func:`checks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from costmodel.mathops import exact_div, minimum
+from costmodel.parallel import data
+from costmodel.parallel.collective import Collective, Rule, present
+
+NAME = "ep"
+#: the experts' view of the data axis, innermost first after tp x cp x ep (names the network places)
+EXPERT_AXES = {"data": "expert-data", "fsdp": "expert-fsdp", "dp": "expert-dp"}
+
+
+def checks(shape, point) -> list[Rule]:
+    """e must divide the experts and the data axis (and nest with its shards); a dense model has no
+    experts to spread; MoE under TP needs sequence parallelism (Megatron-core asserts it)."""
+    if not shape.moe:
+        return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)")]
+    rules = [Rule(shape.experts % point.ep == 0,
+                  lambda: f"--ep {point.ep} does not divide the {shape.experts:,} experts of {shape.name}"),
+             Rule(point.data % point.ep == 0,
+                  lambda: f"--ep {point.ep} does not divide the data axis --dp x --fsdp = {point.data:,} "
+                  "(expert parallelism spreads experts over data-parallel ranks)"),
+             Rule((point.fsdp % point.ep == 0) | (point.ep % point.fsdp == 0),
+                  lambda: f"--ep {point.ep} and --fsdp {point.fsdp}: one must divide the other (the EP group "
+                  "takes the fsdp shards first)")]
+    if point.tp != 1:
+        rules += [Rule(shape.expert_width % point.tp == 0,
+                       lambda: f"--tp {point.tp} does not divide the expert MLP width F_e = {shape.expert_width:,}")]
+        if not point.sp:
+            rules += [Rule(point.tp == 1, lambda: f"--tp {point.tp} with MoE layers needs --sp (the experts see "
+                           "sequence-sharded tokens, as Megatron-core requires)")]
+    return rules
+
+
+def routed_params_per_layer(shape, point):
+    """Routed-expert parameters of one MoE layer on one device: E / e experts, each split t ways."""
+    return exact_div(shape.experts, point.ep) * exact_div(shape.expert_params(), point.tp)
+
+
+def expert_shards(point):
+    """N_e: ways expert state is sharded on the data axis: N / e when e divides N, else 1."""
+    return exact_div(point.fsdp, minimum(point.ep, point.fsdp))
+
+
+def expert_point(point):
+    """The point as the routed experts see the data axis: N_e shards, (dp x N) / (e N_e) replicas."""
+    shards = expert_shards(point)
+    return replace(point, fsdp=shards, dp=exact_div(point.data, point.ep * shards))
+
+
+def routed_factor(shape, point):
+    """Routed tokens on the busiest device, as a multiple of the even share T k_e / e: the capacity
+    factor when experts are padded to a capacity, else the layout's load imbalance (dropless)."""
+    return shape.capacity_factor if shape.capacity_factor is not None else point.moe_imbalance
+
+
+def dispatched_tokens(shape, point):
+    """Token copies one device sends to experts per micro-batch: T / c (/ t under SP) x k_e x the routed factor."""
+    local = exact_div(point.tokens, point.cp * (point.tp if point.sp else 1))
+    return local * shape.top_k * routed_factor(shape, point)
+
+
+def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
+    """EP traffic of a stage with ``moe_layers`` MoE layers per step.
+
+    Per MoE layer and micro-batch: an all-to-all sends each token copy to its expert (dispatch) and
+    one brings the outputs back (combine); backward mirrors both with the gradients. S = b_a x token
+    copies x D (nccl-tests' all-to-all size: everything a rank sends and keeps). Before them each rank
+    all-gathers its E token counts (int64) and sends each copy's routing weight (b_a) with an
+    all-to-all of its own. Under TP (expert TP =
+    t, with SP) the received copies are all-gathered over the TP group before the experts and
+    reduce-scattered after (Megatron-core's MoEAlltoAllTokenDispatcher), S = b_a T/c k_e f D, mirrored
+    in backward. Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine
+    all-to-alls); Megatron-core megatron/core/transformer/moe/token_dispatcher.py.
+    """
+    if not shape.moe:
+        return []
+    act = recipe.activation_bytes
+    copies = dispatched_tokens(shape, point)
+    size = act * copies * shape.width
+    out = []
+    if present(point.ep):
+        out += [Collective("all-gather", "ep", "tokens per expert (int64 counts, before dispatch)", "forward",
+                           point.ep, moe_layers, 8 * shape.experts * point.ep),
+                Collective("all-to-all", "ep", "dispatch: routing weights", "forward", point.ep, moe_layers,
+                           act * copies)]
+        for phase, what in (("forward", "tokens"), ("backward", "gradients")):
+            out += [Collective("all-to-all", "ep", f"dispatch: {what} to their experts", phase, point.ep, moe_layers,
+                               size),
+                    Collective("all-to-all", "ep", f"combine: expert {what} back", phase, point.ep, moe_layers, size)]
+    if present(point.tp):
+        gathered = size * point.tp
+        out += [Collective("all-gather", "tp", "routed tokens to the expert TP group", "forward", point.tp,
+                           moe_layers, gathered),
+                Collective("reduce-scatter", "tp", "expert outputs", "forward", point.tp, moe_layers, gathered),
+                Collective("all-gather", "tp", "expert output gradients", "backward", point.tp, moe_layers, gathered),
+                Collective("reduce-scatter", "tp", "routed token gradients", "backward", point.tp, moe_layers,
+                           gathered)]
+    return [c.times(point.micro_steps) for c in out]
+
+
+def data_collectives(*, params, layers, recipe, point) -> list[Collective]:
+    """The routed experts' gradient reduction (and FSDP gathers) over their own data group: the data
+    axis's collectives with the expert shards and replicas, on the expert axes' names (the shared
+    experts and the router are dense parameters: the data axis's own rows)."""
+    rows = data.collectives(params=params, root_params=0, layers=layers, recipe=recipe, point=expert_point(point))
+    return [replace(c, axis=EXPERT_AXES[c.axis], purpose=f"routed experts: {c.purpose}") for c in rows]
+
+
+__all__ = ["EXPERT_AXES", "NAME", "checks", "collectives", "data_collectives", "dispatched_tokens", "expert_point",
+           "expert_shards", "routed_factor", "routed_params_per_layer"]
