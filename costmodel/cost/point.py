@@ -62,6 +62,7 @@ class Point:
     def symbolic(self) -> "Point":
         """Letters for every quantity that is not trivial (1; 0 tokens); the activation fraction exact."""
         return replace(self, shard_activations=exact_fraction(self.shard_activations),
+                       moe_imbalance=exact_fraction(self.moe_imbalance),
                        **{name: letter(LETTERS[name]) for name in self.values()})
 
     def values(self) -> dict:

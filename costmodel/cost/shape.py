@@ -14,7 +14,7 @@ from costmodel.formulas import activations as ac
 from costmodel.formulas import flops as fl
 from costmodel.formulas import memory as mem
 from costmodel.formulas import params as pa
-from costmodel.mathops import letter
+from costmodel.mathops import exact_div, exact_fraction, letter
 
 #: the letters of the symbolic view, by field (Scaling Book: D, F, L; Korthikanti: a, s, V)
 LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_heads": "k", "head_dim": "d_h",
@@ -22,6 +22,10 @@ LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_head
 #: and of a mixture of experts (E experts, k_e of them per token, F_e wide; F_s of shared experts; L_d dense layers)
 MOE_LETTERS = {"experts": "E", "top_k": "k_e", "expert_width": "F_e", "shared_width": "F_s",
                "dense_layers": "L_d"}
+#: and of multi-head latent attention (query and key/value latents, rotary and value head widths)
+MLA_LETTERS = {"q_rank": "r_q", "kv_rank": "r_kv", "rope_dim": "d_r", "v_head_dim": "d_v"}
+#: every field's letter
+ALL_LETTERS = {**LETTERS, **MOE_LETTERS, **MLA_LETTERS}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,12 @@ class Shape:
     dense_layers: object = 0  # L_d, the first layers keep a dense MLP of F
     shared_gate: bool = False
     capacity_factor: float | None = None  # None: dropless
+    # multi-head latent attention (kv_rank 0: GQA); head_dim is then the query/key width d_nope + d_r
+    kv_rank: object = 0  # r_kv
+    q_rank: object = 0  # r_q (with q_latent)
+    rope_dim: object = 0  # d_r
+    v_head_dim: object = 0  # d_v
+    q_latent: bool = False
 
     @classmethod
     def of(cls, model) -> "Shape":
@@ -71,7 +81,17 @@ class Shape:
                    out_bias=model.attention_bias, mlp_bias=model.mlp_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
-                   dropout=model.dropout, qk_norm=model.qk_norm, **_moe_fields(model.moe))
+                   dropout=model.dropout, qk_norm=model.qk_norm, **_moe_fields(model.moe), **_mla_fields(model.mla))
+
+    @property
+    def mla(self) -> bool:
+        """Whether attention is multi-head latent attention (structure)."""
+        return not _is_zero(self.kv_rank)
+
+    @property
+    def value_dim(self):
+        """Each head's value width (d_v for MLA; d_h otherwise)."""
+        return self.v_head_dim if self.mla else self.head_dim
 
     @property
     def moe(self) -> bool:
@@ -83,12 +103,14 @@ class Shape:
         fields = tuple(LETTERS) if self.attention else ("width", "mlp_width", "layers")
         if self.moe:
             fields += tuple(f for f in MOE_LETTERS if not (f != "experts" and _is_zero(getattr(self, f))))
+        if self.mla:
+            fields += tuple(f for f in MLA_LETTERS if not _is_zero(getattr(self, f)))
         return {f: getattr(self, f) for f in fields}
 
     def symbolic(self) -> "Shape":
         """The same shape with each width a positive integer symbol (D, F, L, ...)."""
-        letters = {**LETTERS, **MOE_LETTERS}
-        return replace(self, **{f: letter(letters[f]) for f in self.values()})
+        exact = {} if self.capacity_factor is None else {"capacity_factor": exact_fraction(self.capacity_factor)}
+        return replace(self, **exact, **{f: letter(ALL_LETTERS[f]) for f in self.values()})
 
     # ---- parameters -------------------------------------------------------------------------
     def _attn(self) -> dict:
@@ -98,8 +120,15 @@ class Shape:
         """One norm: D (RMSNorm) or 2 D (LayerNorm)."""
         return pa.norm_params(hidden=self.width, with_bias=self.layernorm)
 
+    def _mla(self) -> dict:
+        return dict(hidden=self.width, heads=self.heads, q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
+                    qk_nope_head_dim=self.head_dim - self.rope_dim, qk_rope_head_dim=self.rope_dim,
+                    v_head_dim=self.v_head_dim, q_latent=self.q_latent)
+
     def attention_params(self):
         """One layer's attention projections (and Qwen3's per-head query and key norms)."""
+        if self.mla:
+            return pa.mla_attention_params(**self._mla())
         out = pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias, out_bias=self.out_bias)
         return out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
 
@@ -146,6 +175,9 @@ class Shape:
         row_biases = (self.bias or self.out_bias) + (self.bias or self.mlp_bias)  # attention-out, MLP-out
         out = 2 * self.norm_params() + row_biases * self.width
         out = out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
+        if self.mla:
+            out = out + pa.mla_replicated_params(hidden=self.width, q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
+                                                 qk_rope_head_dim=self.rope_dim, q_latent=self.q_latent)
         if self.moe and not dense:
             out = out + self.moe_parts()["router"] + (self.width if self.shared_gate else 0)
         return out
@@ -204,6 +236,8 @@ class Shape:
         """
         if not self.attention:
             return self.block_params(), 0
+        if self.moe or self.mla:  # not a nanotron model: a layer's forward matmul weights
+            return exact_div(self.layer_forward_flops_per_token(seq_len=0), 2), self.vocab * self.width
         mlp = (3 if self.gated else 2) * self.mlp_width * self.width
         return 4 * self.heads * self.head_dim * self.width + mlp, self.vocab * self.width
 
@@ -223,17 +257,24 @@ class Shape:
             hidden=self.width, top_k=self.top_k, expert_ffn_hidden=self.expert_width, gated=self.gated,
             capacity_factor=self.capacity_factor)
 
+    def attention_forward_flops_per_token(self, seq_len=None):
+        """One layer's attention per token: projections and the score and value products."""
+        seq = self.seq_len if seq_len is None else seq_len
+        if self.mla:
+            return fl.mla_attention_forward_flops_per_token(**self._mla(), seq_len=seq)
+        return fl.attention_forward_flops_per_token(**self._attn(), seq_len=seq)
+
     def layer_forward_flops_per_token(self, seq_len=None, dense: bool = False):
         """One repeated block per token (an MoE model's MoE layer; ``dense``: a layer with a dense MLP)."""
         if not self.attention:
             return fl.ffn_forward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated)
-        if not self.moe or dense:
+        if not (self.moe or self.mla):
             return fl.transformer_layer_forward_flops_per_token(
                 **self._attn(), ffn_hidden=self.mlp_width, seq_len=self.seq_len if seq_len is None else seq_len,
                 gated=self.gated)
-        attention = fl.attention_forward_flops_per_token(**self._attn(),
-                                                         seq_len=self.seq_len if seq_len is None else seq_len)
-        return attention + self.moe_mlp_forward_flops_per_token()
+        mlp = (fl.mlp_forward_flops_per_token(hidden=self.width, ffn_hidden=self.mlp_width, gated=self.gated)
+               if dense or not self.moe else self.moe_mlp_forward_flops_per_token())
+        return self.attention_forward_flops_per_token(seq_len) + mlp
 
     def stage_forward_flops_per_token(self, layers, dense_layers, seq_len=None):
         """Forward FLOPs per token of ``layers`` blocks of which ``dense_layers`` have a dense MLP."""
@@ -255,7 +296,7 @@ class Shape:
         if not self.attention:
             return fl.ffn_forward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=self.layers,
                                                   gated=self.gated)
-        if self.moe:
+        if self.moe or self.mla:
             return (self.stage_forward_flops_per_token(self.layers, self.layers - self.moe_layers, seq_len)
                     + self.output_forward_flops_per_token())
         return fl.transformer_forward_flops_per_token(**self._transformer_flops(seq_len))
@@ -265,7 +306,7 @@ class Shape:
         if not self.attention:
             return fl.ffn_backward_flops_per_token(d_model=self.width, d_ff=self.mlp_width, layers=self.layers,
                                                    gated=self.gated, input_requires_grad=self.input_requires_grad)
-        if self.moe:
+        if self.moe or self.mla:
             return 2 * self.forward_flops_per_token(seq_len)
         return fl.transformer_backward_flops_per_token(**self._transformer_flops(seq_len))
 
@@ -273,8 +314,11 @@ class Shape:
         """Q K^T and A V per layer and token (0 for the FFN stack)."""
         if not self.attention:
             return 0
-        return fl.attention_score_flops_per_token(seq_len=self.seq_len if seq_len is None else seq_len,
-                                                  heads=self.heads, head_dim=self.head_dim)
+        seq = self.seq_len if seq_len is None else seq_len
+        if self.mla:
+            return fl.mla_attention_score_flops_per_token(seq_len=seq, heads=self.heads, qk_head_dim=self.head_dim,
+                                                          v_head_dim=self.v_head_dim)
+        return fl.attention_score_flops_per_token(seq_len=seq, heads=self.heads, head_dim=self.head_dim)
 
     # ---- activations ------------------------------------------------------------------------
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
@@ -292,8 +336,18 @@ class Shape:
         stats = (8 if self.layernorm else 4) if norm_stats else 0  # fp32 rstd (LayerNorm: and mean)
         outside = ac.outside_tp_bytes_per_token(hidden=self.width, act_bytes=act_bytes, dropout=self.dropout,
                                                 norm_stat_bytes=stats)
-        inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=self.shared_width if moe else self.mlp_width,
-                                              act_bytes=act_bytes, gated=self.gated)
+        mlp_width = self.shared_width if moe else self.mlp_width
+        if self.mla:  # MLA's attention tensors (the MLP's alone from the GQA formula, with no heads), its latents
+            inside = ac.mla_attention_bytes_per_token(heads=self.heads, qk_head_dim=self.head_dim,
+                                                      v_head_dim=self.v_head_dim, act_bytes=act_bytes)
+            inside = inside + ac.inside_tp_bytes_per_token(hidden=self.width, heads=0, kv_heads=0, head_dim=0,
+                                                           ffn_hidden=mlp_width, act_bytes=act_bytes, gated=self.gated)
+            outside = outside + ac.mla_latent_bytes_per_token(
+                q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank, rope_head_dim=self.rope_dim, act_bytes=act_bytes,
+                norm_stat_bytes=stats, q_latent=self.q_latent)
+        else:
+            inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=mlp_width, act_bytes=act_bytes,
+                                                  gated=self.gated)
         core = ac.attention_core_bytes_per_token(heads=self.heads, head_dim=self.head_dim, seq_len=self.seq_len,
                                                  act_bytes=act_bytes, dropout=self.dropout, flash=flash,
                                                  eager=eager, kv_heads=self.kv_heads)
@@ -342,3 +396,11 @@ def _moe_fields(moe) -> dict:
     return dict(experts=moe.experts, top_k=moe.top_k, expert_width=moe.expert_ffn_hidden,
                 shared_width=moe.shared_ffn_hidden, dense_layers=moe.dense_layers, shared_gate=moe.shared_gate,
                 capacity_factor=moe.capacity_factor)
+
+
+def _mla_fields(mla) -> dict:
+    """Shape fields of a Transformer spec's ``mla`` (none for GQA)."""
+    if mla is None:
+        return {}
+    return dict(kv_rank=mla.kv_lora_rank, q_rank=mla.q_lora_rank, rope_dim=mla.qk_rope_head_dim,
+                v_head_dim=mla.v_head_dim, q_latent=mla.q_lora_rank > 0)

@@ -28,6 +28,8 @@ class Stage:
 
 def dense_layers_on(shape, layers, start):
     """Of a stage's ``layers`` starting at layer ``start``, those among the model's first L_d dense ones."""
+    if isinstance(shape.dense_layers, int) and shape.dense_layers == 0:
+        return 0
     return minimum(maximum(shape.dense_layers - start, 0), layers)
 
 

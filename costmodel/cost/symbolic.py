@@ -14,7 +14,7 @@ import sympy as sp
 from costmodel.cost import memory as cm
 from costmodel.cost.evaluate import Cost, evaluate
 from costmodel.cost.point import LETTERS as POINT_LETTERS, Point
-from costmodel.cost.shape import LETTERS as SHAPE_LETTERS, Shape
+from costmodel.cost.shape import ALL_LETTERS as SHAPE_LETTERS, Shape
 from costmodel.mathops import exact_fraction, letter
 
 MEANINGS = {
@@ -23,7 +23,11 @@ MEANINGS = {
     "N": "FSDP shards", "R": "DP replicas", "Y": "TP degree", "p": "pipeline stages", "c": "CP degree",
     "B": "tokens per replica per micro-batch", "m": "micro-batches", "v": "interleaved chunks",
     "k_a": "gradient-accumulation steps", "M_X": "torus axes of the data axis", "M_Y": "torus axes of the TP axis",
-    "K": "layers per recomputed group", "e_mm": "matmul efficiency (measured table at this shape)",
+    "K": "layers per recomputed group",
+    "E": "routed experts per MoE layer", "k_e": "experts each token is routed to", "F_e": "expert MLP width",
+    "F_s": "shared experts' MLP width", "L_d": "dense (non-MoE) first layers", "E_p": "expert-parallel degree",
+    "r_q": "MLA query latent width", "r_kv": "MLA key/value latent width", "d_r": "MLA rotary query/key width per head",
+    "d_v": "MLA value width per head", "e_mm": "matmul efficiency (measured table at this shape)",
     "P": "parameters on this device before data-axis sharding",
     "A": "activation bytes on this device before data-axis sharding",
     "U": "parameters whose low-precision copy autograd does not save (first matmuls of a stack fed with data)",

@@ -114,3 +114,22 @@ def shared_gate_bytes_per_token(*, hidden, act_bytes, tp):
     """Qwen2-MoE's shared-expert gate sigmoid(x w) y: the product saves the sigmoid's output (b_a) and the
     shared experts' output y (b_a D, reduced over TP first, so split only by SP: / t)."""
     return act_bytes * (hidden + 1) / tp
+
+
+def mla_attention_bytes_per_token(*, heads, qk_head_dim, v_head_dim, act_bytes):
+    """Multi-head latent attention's tensors inside the TP region (split over t): Q and K, a (d_h + d_h^R)
+    each (the shared rotary key copied to every head), V, a d_v, and the output projection's input, a d_v.
+    The same four tensors as :func:`inside_tp_bytes_per_token`'s attention, at MLA's widths."""
+    return act_bytes * heads * (2 * qk_head_dim + 2 * v_head_dim)
+
+
+def mla_latent_bytes_per_token(*, q_lora_rank, kv_lora_rank, rope_head_dim, act_bytes, norm_stat_bytes,
+                               q_latent=True):
+    """MLA's latents (outside the TP region: the down projections are whole on every rank, so split
+    over t only with SP): the query latent, saved by its norm, and normed, saved by the up projection,
+    2 b_a d_c'; the key/value projection's output (d_c + d_h^R), whose latent part its norm saves, and the
+    normed latent, saved by the up projection, b_a (2 d_c + d_h^R); each norm's statistics.
+    Source: arXiv:2405.04434, Sec. 2.1.2-2.1.3 (c^Q, c^KV and k^R); the order of transformers'
+    DeepseekV3Attention."""
+    queries = 2 * act_bytes * q_lora_rank + norm_stat_bytes if q_latent else 0
+    return queries + act_bytes * (2 * kv_lora_rank + rope_head_dim) + norm_stat_bytes

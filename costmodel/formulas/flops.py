@@ -49,6 +49,25 @@ def attention_forward_flops_per_token(*, hidden, heads, kv_heads, head_dim, seq_
     return 2 * projections + attention_score_flops_per_token(seq_len=seq_len, heads=heads, head_dim=head_dim)
 
 
+def mla_attention_forward_flops_per_token(*, hidden, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+                                          qk_rope_head_dim, v_head_dim, seq_len, q_latent=True):
+    """Forward FLOPs per token of multi-head latent attention: 2 x its projection weights (the latent
+    norms' weights are elementwise: not counted) + 2 s a (d_h + d_h^R) for Q K^T + 2 s a d_v for A V.
+    Source: arXiv:2405.04434, Sec. 2.1.2-2.1.3 (training runs the up projections explicitly)."""
+    qk = qk_nope_head_dim + qk_rope_head_dim
+    queries = hidden * q_lora_rank + q_lora_rank * heads * qk if q_latent else hidden * heads * qk
+    keys_values = hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank * heads * (qk_nope_head_dim + v_head_dim)
+    projections = queries + keys_values + heads * v_head_dim * hidden
+    return 2 * projections + mla_attention_score_flops_per_token(seq_len=seq_len, heads=heads, qk_head_dim=qk,
+                                                                 v_head_dim=v_head_dim)
+
+
+def mla_attention_score_flops_per_token(*, seq_len, heads, qk_head_dim, v_head_dim):
+    """Q K^T over the query/key width and A V over the value width: 2 s a (d_h + d_h^R) + 2 s a d_v
+    (4 s a d_h when the widths are equal, as in :func:`attention_score_flops_per_token`)."""
+    return 2 * seq_len * heads * (qk_head_dim + v_head_dim)
+
+
 def mlp_forward_flops_per_token(*, hidden, ffn_hidden, gated):
     """Forward FLOPs per token of a dense MLP: 2 x its (2 + gated) D F weights."""
     return 2 * (3 if gated else 2) * hidden * ffn_hidden

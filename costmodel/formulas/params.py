@@ -98,3 +98,29 @@ def shared_expert_params(*, hidden, shared_ffn_hidden, gated, shared_gate=False)
     DeepSeek-V3 and Qwen2-MoE implement them as one MLP of the experts' widths added together.
     """
     return mlp_params(hidden=hidden, ffn_hidden=shared_ffn_hidden, gated=gated) + (hidden if shared_gate else 0)
+
+
+def mla_attention_params(*, hidden, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+                         v_head_dim, q_latent=True):
+    """Multi-head latent attention's projections and latent norms (no biases).
+
+    Queries: D d_c' + d_c' (norm) + d_c' a (d_h + d_h^R), or without a query latent (``q_latent``
+    false, DeepSeek-V2-Lite) D a (d_h + d_h^R);
+    keys/values: D (d_c + d_h^R) + d_c (norm) + d_c a (d_h + d_v); output: a d_v D.
+    Source: DeepSeek-AI 2024, arXiv:2405.04434, Sec. 2.1.2-2.1.3 (W^DQ, W^UQ, W^QR, W^DKV, W^KR, W^UK,
+    W^UV, W^O); transformers' DeepseekV3Attention (q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+    kv_a_layernorm, kv_b_proj, o_proj).
+    """
+    qk = qk_nope_head_dim + qk_rope_head_dim
+    queries = hidden * q_lora_rank + q_lora_rank + q_lora_rank * heads * qk if q_latent else hidden * heads * qk
+    keys_values = hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank + kv_lora_rank * heads * (
+        qk_nope_head_dim + v_head_dim)
+    return queries + keys_values + heads * v_head_dim * hidden
+
+
+def mla_replicated_params(*, hidden, q_lora_rank, kv_lora_rank, qk_rope_head_dim, q_latent=True):
+    """Of MLA's parameters, the down projections and latent norms every TP rank keeps whole
+    (Megatron-core builds linear_q_down_proj and linear_kv_down_proj 'duplicated'):
+    D d_c' + d_c' + D (d_c + d_h^R) + d_c."""
+    queries = hidden * q_lora_rank + q_lora_rank if q_latent else 0
+    return queries + hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank

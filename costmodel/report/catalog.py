@@ -13,18 +13,27 @@ def models(as_json: bool) -> None:
     rows = []
     for name in BUILTIN_MODELS:
         spec = load_model(name)
-        parts = Shape.of(spec).param_parts()
-        rows.append({"name": name, "kind": spec.kind, "params": sum(parts.values()), "parts": parts,
-                     "spec": spec.model_dump()})
+        shape = Shape.of(spec)
+        parts = shape.param_parts()
+        rows.append({"name": name, "kind": spec.kind, "params": sum(parts.values()),
+                     "active_params": shape.active_params(), "parts": parts, "spec": spec.model_dump()})
     if as_json:
         emit_json({"models": rows})
         return
-    t = table("Built-in models", "name", "kind", ">params", "shape", "source")
+    t = table("Built-in models (active: parameters one token uses)", "name", "kind", ">params", ">active", "shape",
+              "source")
     for row in rows:
         s = row["spec"]
         shape = (f"D={s['d_model']} F={s['d_ff']} L={s['layers']}" if s["kind"] == "ffn" else
                  f"D={s['hidden']} F={s['ffn_hidden']} L={s['layers']} heads={s['heads']}/{s['kv_heads']} V={s['vocab']}")
-        t.add_row(row["name"], row["kind"], f"{row['params']:,}", shape, s["source"])
+        if s.get("moe"):
+            moe = s["moe"]
+            shape += f" MoE E={moe['experts']} k={moe['top_k']} F_e={moe['expert_ffn_hidden']}" + (
+                f" F_s={moe['shared_ffn_hidden']}" if moe["shared_ffn_hidden"] else "") + (
+                f" dense={moe['dense_layers']}" if moe["dense_layers"] else "")
+        if s.get("mla"):
+            shape += " MLA"
+        t.add_row(row["name"], row["kind"], f"{row['params']:,}", f"{row['active_params']:,}", shape, s["source"])
     console().print(t)
 
 

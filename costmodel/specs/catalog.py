@@ -73,3 +73,25 @@ BUILTIN_MODELS.update({m["name"]: m for m in (
     _nanotron("8b", 32, 4096, 32, 14336),
     _nanotron("80b", 80, 8192, 64, 28672),
 )})
+
+BUILTIN_MODELS.update({m["name"]: m for m in (
+    dict(kind="transformer", name="mixtral-8x7b", hidden=4096, ffn_hidden=14336, layers=32, heads=32, kv_heads=8,
+         vocab=32000, seq_len=32768, moe=dict(experts=8, top_k=2, expert_ffn_hidden=14336),
+         description="Mixtral 8x7B (MoE: 8 experts, top-2 in every layer; 46.7B total, 12.9B active)",
+         source=_HF + "mistralai/Mixtral-8x7B-v0.1 (num_local_experts 8, num_experts_per_tok 2); Jiang et al. "
+         "2024, arXiv:2401.04088, Sec. 2 (trained with a 32k context)"),
+    dict(kind="transformer", name="qwen3-30b-a3b", hidden=2048, ffn_hidden=6144, layers=48, heads=32, kv_heads=4,
+         head_dim=128, vocab=151936, seq_len=4096, qk_norm=True,
+         moe=dict(experts=128, top_k=8, expert_ffn_hidden=768),
+         description="Qwen3-30B-A3B (MoE: 128 experts, top-8, no shared experts; per-head Q/K norms)",
+         source=_HF + "Qwen/Qwen3-30B-A3B; Qwen Team 2025, arXiv:2505.09388, Sec. 3.2 (general stage at 4,096 "
+         "tokens)"),
+    dict(kind="transformer", name="deepseek-v3", hidden=7168, ffn_hidden=18432, layers=61, heads=128, kv_heads=128,
+         vocab=129280, seq_len=4096,
+         moe=dict(experts=256, top_k=8, expert_ffn_hidden=2048, shared_ffn_hidden=2048, dense_layers=3),
+         mla=dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+         description="DeepSeek-V3 671B (MLA; MoE: 256 routed experts, top-8, 1 shared, first 3 layers dense; "
+         "multi-token prediction module not included)",
+         source=_HF + "deepseek-ai/DeepSeek-V3; DeepSeek-AI 2024, arXiv:2412.19437, Sec. 4.2 (pre-trained at "
+         "4K tokens)"),
+)})

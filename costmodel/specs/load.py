@@ -92,9 +92,11 @@ def builtin_model(name: str):
     """A built-in model without re-validation: the catalog is ours, and tests/test_specs.py validates
     every entry; skipping it keeps the schema build off the CLI's cold start."""
     from costmodel.specs.catalog import BUILTIN_MODELS
-    from costmodel.specs.model import FFNStack, Transformer
+    from costmodel.specs.model import MLA, FFNStack, MoE, Transformer
 
-    data = BUILTIN_MODELS[name]
+    nested = {"moe": MoE, "mla": MLA}
+    data = {key: nested[key].model_construct(**value) if key in nested else value
+            for key, value in BUILTIN_MODELS[name].items()}
     return {"ffn": FFNStack, "transformer": Transformer}[data["kind"]].model_construct(**data)
 
 

@@ -76,6 +76,19 @@ class MoE(Spec):
         return self
 
 
+class MLA(Spec):
+    """Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values projected down to latents,
+    normed, and up to the heads; each head's query and key are a non-rotary part and a rotary part, the
+    rotary key shared by all heads. Source: DeepSeek-AI 2024, arXiv:2405.04434 (DeepSeek-V2), Sec. 2.1.2-2.1.3."""
+
+    q_lora_rank: Annotated[int, Field(ge=0, le=bounds.WIDTH)] = Field(
+        description="d_c', the query latent (0: queries projected from D directly)")
+    kv_lora_rank: Width = Field(description="d_c, the key/value latent")
+    qk_nope_head_dim: Width = Field(description="d_h, each head's non-rotary query/key width")
+    qk_rope_head_dim: Width = Field(description="d_h^R, each head's rotary query/key width (the key's is shared)")
+    v_head_dim: Width = Field(description="each head's value width")
+
+
 class Transformer(Spec):
     """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style; MoE MLPs optional."""
 
@@ -107,13 +120,18 @@ class Transformer(Spec):
     dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
     qk_norm: bool = Field(False, description="RMSNorm of d_h weights on each query and key head (Qwen3)")
     moe: MoE | None = Field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
+    mla: MLA | None = Field(None, description="multi-head latent attention in place of GQA (heads and kv_heads "
+                            "equal; head_dim unused)")
     source: Text = Field("", description="where the numbers come from")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "Transformer":
         if self.moe is not None and self.moe.dense_layers >= self.layers:
             raise ValueError(f"moe.dense_layers={self.moe.dense_layers} leaves none of the {self.layers} layers MoE")
-        if self.head_dim is None and self.hidden % self.heads:
+        if self.mla is not None and self.kv_heads != self.heads:
+            raise ValueError(f"multi-head latent attention has a key and value per head: kv_heads={self.kv_heads} "
+                             f"must equal heads={self.heads}")
+        if self.head_dim is None and self.hidden % self.heads and self.mla is None:
             raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; give head_dim")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
@@ -133,7 +151,9 @@ class Transformer(Spec):
 
     @property
     def dim_per_head(self) -> int:
-        """Elements per attention head."""
+        """Elements per attention head's query and key (MLA: non-rotary + rotary)."""
+        if self.mla is not None:
+            return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
         return self.head_dim or self.hidden // self.heads
 
 

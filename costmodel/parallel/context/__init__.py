@@ -31,12 +31,12 @@ def collectives(shape, recipe, point, *, layers) -> list[Collective]:
     cp, act = point.cp, recipe.activation_bytes
     heads, kv_heads = exact_div(shape.heads, point.tp), tensor.kv_heads_per_rank(shape, point)
     local = exact_div(point.tokens, cp)
-    kv_chunk = act * local * 2 * kv_heads * shape.head_dim  # K and V of the local tokens
+    kv_chunk = act * local * kv_heads * (shape.head_dim + shape.value_dim)  # K and V of the local tokens
     if point.cp_kind == "ring":
         hops = layers * (cp - 1)
         out = [Collective("send/recv", "cp", "K, V around the ring", "forward", cp, hops, kv_chunk),
                Collective("send/recv", "cp", "K, V and dK, dV around the ring", "backward", cp, hops, 2 * kv_chunk)]
-    else:
+    elif not shape.mla:
         q_or_out = act * local * heads * shape.head_dim
         k_or_v = act * local * kv_heads * shape.head_dim
         out = []
@@ -44,4 +44,11 @@ def collectives(shape, recipe, point, *, layers) -> list[Collective]:
             out += [Collective("all-to-all", "cp", "Q and the output, sequence <-> heads", phase, cp, 2 * layers,
                                q_or_out),
                     Collective("all-to-all", "cp", "K and V, sequence -> heads", phase, cp, 2 * layers, k_or_v)]
+    else:  # MLA: values and output d_v wide, queries and keys d_h + d_r
+        out = []
+        for phase in ("forward", "backward"):
+            out += [Collective("all-to-all", "cp", "Q and K, sequence -> heads", phase, cp, 2 * layers,
+                               act * local * heads * shape.head_dim),
+                    Collective("all-to-all", "cp", "V and the output, sequence <-> heads", phase, cp, 2 * layers,
+                               act * local * heads * shape.value_dim)]
     return [c.times(point.micro_steps) for c in out]
