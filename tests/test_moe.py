@@ -160,3 +160,31 @@ def test_deepseek_v3_ep64_pp16_per_stage():
     assert (first.layers, first.dense_layers, first.expert_params) == (4, 3, 4 * 3 * 7168 * 2048)
     middle = cost.stages[1].stage
     assert (middle.dense_layers, middle.expert_params) == (0, 4 * 4 * 3 * 7168 * 2048)
+
+
+def test_solve_ep_is_the_smallest_degree_that_fits():
+    """Each admissible degree through `memory`; the answer is the first under the limit, the one below it is not."""
+    out = subprocess.run([sys.executable, "-m", "costmodel", "solve", "ep", "--model", "mixtral-8x7b", "--fsdp", "8",
+                          "--zero", "1", "--pp", "4", "--tokens", "4096", "--recompute", "full", "--recipe", "megatron",
+                          "--limit", "40GB", "--json"], capture_output=True, text=True, check=True)
+    answer = json.loads(out.stdout)
+    needs = {int(e): b for e, b in answer["tried"].items()}
+    assert list(needs) == [e for e in (1, 2, 4, 8) if e <= answer["ep"]]
+    assert needs[answer["ep"]] < 40e9 and all(b >= 40e9 for e, b in needs.items() if e < answer["ep"])
+    memory = evaluate_layout(load_model("mixtral-8x7b"), load_recipe("megatron"),
+                             Layout(fsdp=8, zero=1, pp=4, tokens=4096, recompute="full", ep=answer["ep"]))
+    assert memory.memory_bytes == needs[answer["ep"]]
+
+
+def test_plan_searches_the_expert_axis():
+    """A MoE model's search includes EP degrees; the best row's command reproduces its step."""
+    from costmodel.solve.plan import plan
+
+    result = plan(load_model("mixtral-8x7b"), load_recipe("megatron"), load_hardware("h100-sxm"), devices=16,
+                  global_tokens=2**21, seq=4096, top=3)
+    assert any(row.layout["ep"] > 1 for row in result.best)
+    best = result.best[0].layout
+    layout = Layout(**{k: v for k, v in best.items()})
+    model = load_model("mixtral-8x7b").model_copy(update={"seq_len": 4096})  # the plan's --seq
+    cost = evaluate_layout(model, load_recipe("megatron"), layout, load_hardware("h100-sxm"))
+    assert cost.step.step_s == pytest.approx(result.best[0].step_s, rel=1e-9)

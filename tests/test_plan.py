@@ -52,7 +52,7 @@ def test_nothing_better_was_pruned():
     seq, tokens, gpus = 4096, 2**20, 16
     result = plan(spec, rec, H100, devices=gpus, global_tokens=tokens, seq=seq, framework=frame, top=1)
     best = None
-    for (tp, pp, cp, dp, fsdp, mbs, steps), recompute, kind in itertools.product(
+    for (tp, pp, cp, dp, fsdp, mbs, steps, _), recompute, kind in itertools.product(
             candidates(gpus, 16, tokens // seq), ("none", "selective", "full"), ("ring", "a2a")):
         for schedule, chunks in (("1f1b", 1), ("interleaved", 2), ("interleaved", 4)):
             if schedule == "interleaved" and (pp == 1 or steps % pp or 16 % (pp * chunks)):

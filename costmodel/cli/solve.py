@@ -11,7 +11,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 
-solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP that fits, compute-bound batch.",
+solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP or EP that fits, compute-bound batch.",
                         no_args_is_help=True)
 explain_app = typer.Typer(help="Derive an answer step by step: formula, values, result, conventions.",
                           no_args_is_help=True)
@@ -114,6 +114,53 @@ def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
     (bound,) = [tidy_fraction(root) for root in sp.solve(sp.Eq(total, limit), sy.symbol("N"))]
     return {"memory": sy.text(total), "n_bound": sy.text(bound),
             "latex": sp.latex(sp.StrictGreaterThan(sy.symbol("N"), bound))}
+
+
+EP_SOLVE = tuple(name for name in MEMORY if name != "ep")
+
+
+@solve_app.command("ep")
+@with_layout(*EP_SOLVE)
+def solve_ep_cmd(
+    model: o.ModelOpt,
+    limit: o.LimitOpt = None,
+    hardware: o.HardwareOpt = None,
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
+    as_json: o.JsonOpt = False,
+    *,
+    layout,
+) -> None:
+    """Smallest expert-parallel degree with per-device memory under the limit (MoE models).
+
+    EP spreads each MoE layer's experts over devices of the data axis (--dp x --fsdp), so the
+    candidates are the degrees that divide both the experts and the data axis; each is evaluated
+    with the same accounting as `cost4d memory`, smallest first.
+
+    Example: cost4d solve ep --model mixtral-8x7b --fsdp 8 --zero 1 --tokens 4096 --recompute full --hardware h100-sxm
+    """
+    from costmodel.report.common import emitted_json, number
+    from costmodel.solve.ep import solve_ep
+    from costmodel.specs.load import load_framework, load_model, load_recipe
+    from costmodel.units import format_bytes
+
+    frame = load_framework(framework)
+    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    limit_bytes, source = _limit(limit, hardware)
+    answer = solve_ep(spec, rec, layout, limit_bytes, None if frame.exact else frame)
+    if answer.ep is None:
+        top = max(answer.tried)
+        raise CostModelError(f"no expert-parallel degree fits {source} ({format_bytes(limit_bytes)}): the largest "
+                             f"this layout admits, --ep {top}, still needs {format_bytes(answer.need_bytes)}")
+    payload = {"model": spec.name, "recipe": rec.name, "framework": frame.name, "ep": answer.ep,
+               "need_bytes": number(answer.need_bytes), "limit_bytes": number(limit_bytes), "limit_source": source,
+               "tried": {str(e): number(b) for e, b in answer.tried.items()}}
+    if emitted_json(payload, None, as_json):
+        return
+    for e, need in answer.tried.items():
+        typer.echo(f"--ep {e}: {format_bytes(need)}" + ("  fits" if e == answer.ep else ""))
+    typer.echo(f"{spec.name}, recipe {rec.name}, framework {frame.name}: limit {format_bytes(limit_bytes)} ({source})"
+               f"  ->  EP = {answer.ep}")
 
 
 @solve_app.command("batch")

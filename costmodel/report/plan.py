@@ -6,7 +6,8 @@ from costmodel.report.common import console, emit_json, table
 
 
 def _layout_text(layout: dict) -> str:
-    parts = [f"{axis}={layout[axis]}" for axis in ("dp", "fsdp", "tp", "pp", "cp") if layout[axis] > 1]
+    parts = [f"{axis}={layout[axis]}" for axis in ("dp", "fsdp", "tp", "pp", "cp", "ep")
+             if layout.get(axis, 1) > 1]
     if layout["fsdp"] > 1:
         parts.append(f"ZeRO-{layout['zero']}")
     if layout["pp"] > 1:

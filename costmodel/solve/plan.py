@@ -1,7 +1,7 @@
 """`cost4d plan`: search every 4D layout of a model on N devices for a global batch, best first.
 
 The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
-replicas x shards), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
+replicas x shards; for MoE models the expert-parallel degree within it), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
 schedule (1F1B, interleaved with 2 or 4 chunks) and the CP kind (ring, all-to-all). Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
 combination of it is one group; within a group every layout is one element of numpy arrays and the
 whole group goes through :func:`costmodel.cost.evaluate.evaluate` once: the same wiring `memory` and
@@ -70,9 +70,10 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def candidates(devices: int, layers: int, sequences: int):
-    """(tp, pp, cp, dp, fsdp, mbs, micro_steps) whose product of degrees is ``devices`` and whose
-    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly."""
+def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
+    """(tp, pp, cp, dp, fsdp, mbs, micro_steps, ep) whose product of degrees is ``devices`` and whose
+    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly; with ``experts``,
+    every power-of-two EP degree that divides them and the data axis and nests with its shards."""
     for tp, pp, cp in itertools.product(_powers_of_two(min(devices, 64)), _powers_of_two(min(devices, layers)),
                                         CONTEXT):
         if devices % (tp * pp * cp):
@@ -82,7 +83,16 @@ def candidates(devices: int, layers: int, sequences: int):
             for mbs in MICROBATCH_SEQUENCES:
                 if sequences % (data * mbs):
                     continue
-                yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs)
+                for ep in _expert_degrees(experts, data, fsdp):
+                    yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs), ep
+
+
+def _expert_degrees(experts: int, data: int, fsdp: int) -> list[int]:
+    """EP degrees to search: 1 for a dense model, else powers of two dividing E and the data axis
+    that divide or are divided by the fsdp shards (the expert axis's rules)."""
+    if not experts:
+        return [1]
+    return [e for e in _powers_of_two(data) if experts % e == 0 and data % e == 0 and (fsdp % e == 0 or e % fsdp == 0)]
 
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
@@ -101,7 +111,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     start = time.perf_counter()
     shape = Shape.of(model)
     shape = replace(shape, seq_len=seq) if shape.attention else shape
-    rows = np.array(list(candidates(devices, shape.layers, global_tokens // seq)), dtype=np.int64)
+    rows = np.array(list(candidates(devices, shape.layers, global_tokens // seq, shape.experts if shape.moe else 0)),
+                    dtype=np.int64)
     if rows.size == 0:
         raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
                              "micro-batches")
@@ -109,7 +120,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
     found, considered, feasible, cloud = [], 0, 0, []
-    tp, pp, cp, dp, fsdp, mbs, steps = rows.T
+    tp, pp, cp, dp, fsdp, mbs, steps, ep = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks), cp_kind in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS):
         keep = np.ones(len(rows), dtype=bool)
@@ -124,7 +135,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             continue
         idx = np.nonzero(keep)[0]
         piped = pp[idx] > 1
-        point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], tokens=mbs[idx] * seq,
+        point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], ep=ep[idx], tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=True, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even")
@@ -144,6 +155,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             j = idx[i]
             found.append((float(seconds[i]), float(memory[i]), dict(
                 tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
+                ep=int(ep[j]),
                 zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
@@ -163,7 +175,7 @@ def _at(value, i) -> float:
 def _row(step, i, memory) -> tuple:
     parts = {k: _at(v, i) for k, v in step.parts.items()}
     critical = step.critical_parts
-    exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_s", "p2p_exposed_s", "data_exposed_s"))
+    exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_s", "ep_s", "p2p_exposed_s", "data_exposed_s"))
     return _at(step.tokens_per_s, i), _at(step.mfu, i), float(memory), _at(step.bubble, i), exposed, parts
 
 
@@ -190,7 +202,7 @@ def why(first: Planned, second: Planned) -> str:
         return (f"#1 and #2 tie on step time; #1 needs less memory ({first.memory_bytes / 2**30:,.1f} GiB against "
                 f"{second.memory_bytes / 2**30:,.1f} GiB)")
     labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
-              "cp_s": "CP communication", "p2p_s": "pipeline sends", "data_exposed_s": "exposed data-axis traffic"}
+              "cp_s": "CP communication", "ep_s": "MoE all-to-alls", "p2p_s": "pipeline sends", "data_exposed_s": "exposed data-axis traffic"}
     gaps = {k: second.parts[k] - first.parts[k] for k in labels}
     bubble = second.step_s * second.bubble - first.step_s * first.bubble
     name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))

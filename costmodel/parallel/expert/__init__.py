@@ -37,12 +37,11 @@ def checks(shape, point) -> list[Rule]:
              Rule((point.fsdp % point.ep == 0) | (point.ep % point.fsdp == 0),
                   lambda: f"--ep {point.ep} and --fsdp {point.fsdp}: one must divide the other (the EP group "
                   "takes the fsdp shards first)")]
-    if point.tp != 1:
-        rules += [Rule(shape.expert_width % point.tp == 0,
-                       lambda: f"--tp {point.tp} does not divide the expert MLP width F_e = {shape.expert_width:,}")]
-        if not point.sp:
-            rules += [Rule(point.tp == 1, lambda: f"--tp {point.tp} with MoE layers needs --sp (the experts see "
-                           "sequence-sharded tokens, as Megatron-core requires)")]
+    rules += [Rule(shape.expert_width % point.tp == 0,
+                   lambda: f"--tp {point.tp} does not divide the expert MLP width F_e = {shape.expert_width:,}")]
+    if not point.sp:
+        rules += [Rule(point.tp == 1, lambda: f"--tp {point.tp} with MoE layers needs --sp (the experts see "
+                       "sequence-sharded tokens, as Megatron-core requires)")]
     return rules
 
 
