@@ -12,21 +12,29 @@ storage autograd saves, each counted once; parameters are left out (weights, not
 the MLP's input (the second norm's output: the formula counts it outside the TP region, as the MLP input
 of a dense layer). Routing is fixed (token i -> experts i, i + 1 mod E: T k / E copies per expert) or
 learned (top-k of random logits); on one device both keep T k copies, so both save the same bytes.
+
+This comparison found two things cost4d had wrong, both fixed: the routing weights' all-to-all has a
+backward mirror (their gradients go back to the router, which is trained through them; Megatron-core
+launches "probs A2A -> tokens A2A" in backward), and the permutation's int64 indices stay on the home rank,
+which sends T k copies whatever the imbalance (the formula had multiplied them by f).
 """
 
-import json
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
 from torch_llama import rms_norm, rope_tables, storage_breakdown, storage_bytes
 from torch_models import SavedStorages, count_flops
 from torch_moe import LlamaMoEBlock, MoEDecoder, fixed_route, moe_mlp, part_of
+from test_torch_distributed import run_ranks
 
+from costmodel.cost.evaluate import evaluate_layout
 from costmodel.cost.shape import Shape
 from costmodel.formulas import activations as ac
+from costmodel.specs.layout import Layout
 from costmodel.specs.model import MoE, Transformer
+from costmodel.specs.recipe import RECIPES
 
 D, HEADS, KV_HEADS, L, VOCAB, FFN = 64, 4, 2, 3, 128, 96
 E, K, F_E, F_S, L_D = 4, 2, 48, 32, 1
@@ -119,12 +127,12 @@ def mlp_and_input(s):
     return mlp, rms_norm(h, norm)
 
 
-def mlp_bytes_per_token(s) -> float:
-    """routed_expert_bytes_per_token (tp = 1, no imbalance) + the shared experts' 4 F_s (GeLU 2 F_s) act
-    bytes + the shared gate's (the MLP part of inside_tp_bytes_per_token: no heads, no attention)."""
+def mlp_bytes_per_token(s, routed_factor=1) -> float:
+    """routed_expert_bytes_per_token (tp = 1) + the shared experts' 4 F_s (GeLU 2 F_s) act bytes + the
+    shared gate's (the MLP part of inside_tp_bytes_per_token: no heads, no attention)."""
     m, gated = s.moe, s.mlp == "swiglu"
     routed = ac.routed_expert_bytes_per_token(hidden=D, top_k=K, expert_ffn_hidden=F_E, act_bytes=ACT_BYTES,
-                                              gated=gated, tp=1, routed_factor=1)
+                                              gated=gated, tp=1, routed_factor=routed_factor)
     shared = ac.inside_tp_bytes_per_token(hidden=D, ffn_hidden=m.shared_ffn_hidden, heads=0, kv_heads=0, head_dim=0,
                                           act_bytes=ACT_BYTES, gated=gated)
     gate = ac.shared_gate_bytes_per_token(hidden=D, act_bytes=ACT_BYTES, tp=1) if m.shared_gate else 0
@@ -247,3 +255,104 @@ def test_moe_mlp_computes_the_mixture(moe_fields, fields):
         shared = mlp.shared(x)
         expected = expected + (torch.sigmoid(mlp.shared_gate(x)) * shared if mlp.shared_gate is not None else shared)
     torch.testing.assert_close(mlp(x), expected)
+
+
+# ---------------------------------------------------------------- expert parallelism (gloo, 2 and 4 ranks)
+#
+# tests/dist_moe_workers.py: every rank routes T tokens of its own through L - L_d MoE MLPs whose E experts
+# are spread over the ranks (E / n each), with two all-to-alls per layer for the tokens (dispatch, combine),
+# one for the routing weights, and an all-gather of the E int64 counts; forward and backward, logged.
+# Compared with cost4d's ep rows for Layout(dp=n, ep=n, tokens=T, moe_imbalance=f). S of an all-to-all is
+# what the rank sends and keeps, or receives if more (they differ on the busiest rank under imbalance:
+# it receives f T k copies in dispatch and sends them in combine); of an all-gather, its output.
+DIST_SPEC = spec(dict(shared_ffn_hidden=F_S, shared_gate=True), dict())
+DIST_WORKER = "dist_moe_workers.py"
+MOE_LAYERS = L - L_D
+IMBALANCE = {"balanced": 1.0, "imbalanced": 1.5}  # what each worker case's routing gives rank 0 (checked below)
+PURPOSE = {  # (phase, what the worker sent) -> cost4d's purpose
+    ("forward", "tokens"): "dispatch: tokens to their experts",
+    ("forward", "outputs"): "combine: expert tokens back",
+    ("forward", "weights"): "dispatch: routing weights",
+    ("backward", "outputs"): "dispatch: gradients to their experts",  # combine's mirror: home -> experts
+    ("backward", "tokens"): "combine: expert gradients back",  # dispatch's mirror: experts -> home
+    ("backward", "weights"): "routing-weight gradients back",
+}
+
+
+def ep_layout(world, case):
+    return Layout(dp=world, ep=world, tokens=T, moe_imbalance=IMBALANCE[case])
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda w: f"{w}ranks")
+def ep_measured(request, tmp_path_factory):
+    """(world size, [per-rank {case: result}]) from one launch of both cases on that many ranks."""
+    world = request.param
+    worker = Path(__file__).with_name(DIST_WORKER)
+    return world, run_ranks(world, tmp_path_factory.mktemp(f"moe{world}"), worker,
+                            (DIST_SPEC.model_dump_json(), BATCH, SEQ))
+
+
+def measured_ep_rows(records):
+    out = {}
+    for r in records:
+        what = "counts" if r["op"] == "all-gather" else r["what"]
+        purpose = ("tokens per expert (int64 counts, before dispatch)" if what == "counts"
+                   else PURPOSE[(r["phase"], what)])
+        size = r["output_bytes"] if r["op"] == "all-gather" else max(r["input_bytes"], r["output_bytes"])
+        row = out.setdefault((r["op"], r["phase"], purpose), {"calls": 0, "bytes": set(), "group": set()})
+        row["calls"] += 1
+        row["bytes"].add(size)
+        row["group"].add(r["group"])
+    return out
+
+
+def predicted_ep_rows(world, case):
+    rows = [(c.op, c.phase, c.purpose, c.calls, c.buffer_bytes, c.group)
+            for c in evaluate_layout(DIST_SPEC, RECIPES["cs336"], ep_layout(world, case)).collectives if c.axis == "ep"]
+    return {(op, phase, purpose): {"calls": calls, "bytes": {size}, "group": {group}}
+            for op, phase, purpose, calls, size, group in rows}
+
+
+def busiest(world, case):
+    """The ranks the prediction (the busiest device) is compared with: all when balanced, else rank 0."""
+    return range(world) if case == "balanced" else [0]
+
+
+EP_CASES = [pytest.param(c, id=c) for c in IMBALANCE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EP_CASES)
+def test_ep_collectives_match_torch(ep_measured, case):
+    world, ranks = ep_measured
+    for rank in busiest(world, case):
+        assert measured_ep_rows(ranks[rank][case]["records"]) == predicted_ep_rows(world, case), f"rank {rank}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EP_CASES)
+def test_ep_routing_ground_truth(ep_measured, case):
+    """torch alone: the EP layer computes the whole MoE MLP (bf16, tolerance: matmuls over different row
+    counts); rank 0 receives IMBALANCE x the even share T k, and no rank more; per layer and micro-batch
+    3 all-to-alls and 1 all-gather in forward, 3 all-to-alls in backward."""
+    world, ranks = ep_measured
+    assert all(r[case]["max_abs_error"] <= 2e-2 for r in ranks)
+    received = [r[case]["received_copies"] for r in ranks]
+    assert sum(received) == world * T * K and max(received) == received[0] == IMBALANCE[case] * T * K
+    calls = [(r["op"], r["phase"]) for r in ranks[0][case]["records"]]
+    assert calls.count(("all-gather", "forward")) == MOE_LAYERS and calls.count(("all-to-all", "forward")) == \
+        3 * MOE_LAYERS and calls.count(("all-to-all", "backward")) == 3 * MOE_LAYERS and len(calls) == 7 * MOE_LAYERS
+
+
+def ep_saved_prediction(case):
+    """What one EP MoE MLP saves on the busiest rank: T x its MLP bytes with routed_factor = f."""
+    return T * mlp_bytes_per_token(DIST_SPEC, routed_factor=IMBALANCE[case])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EP_CASES)
+def test_ep_saved_bytes_match_formula(ep_measured, case):
+    """Bytes one EP MoE MLP saves (router, shared experts, and the routed copies it receives) == the formula."""
+    world, ranks = ep_measured
+    for rank in busiest(world, case):
+        assert ranks[rank][case]["saved_bytes"] == ep_saved_prediction(case), f"rank {rank}"

@@ -20,12 +20,14 @@ Fixed routing (``route``): an additive bias, 0 on the chosen experts and -inf el
 logits before the top-k (as DeepSeek-V3 adds its selection bias; adding a constant saves nothing). The
 top-k then picks exactly the given experts and returns their logits, so autograd saves what it saves for
 learned routing; ``logits.gather(1, chosen)`` instead would also save the logits (measured: 2 E B per token).
+
+Built of it: ``MoEDecoder`` (tests/torch_models.py's Attention, ``nn.RMSNorm``; for parameters and FLOPs)
+and ``LlamaMoEBlock`` (tests/torch_llama.py's bf16 block, fused-kernel norms; for saved bytes).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch_llama import LlamaBlock, apply_rope, rms_norm
 from torch_models import MLP, Attention

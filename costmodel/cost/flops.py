@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost.stage import recomputed_layers
+from costmodel.parallel.expert import routed_factor
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def straggler_flops_per_token(shape, point):
     load imbalance f - 1 of dropless routing (padding to a capacity is in the hardware FLOPs instead)."""
     if not shape.moe or shape.capacity_factor is not None:
         return 0
-    return 3 * shape.moe_layers * (point.moe_imbalance - 1) * shape.top_k * 2 * shape.expert_params()
+    return 3 * shape.moe_layers * (routed_factor(shape, point) - 1) * shape.top_k * 2 * shape.expert_params()
 
 
 def six_n_t(params, tokens):

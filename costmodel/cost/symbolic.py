@@ -29,6 +29,7 @@ MEANINGS = {
     "r_q": "MLA query latent width", "r_kv": "MLA key/value latent width", "d_r": "MLA rotary query/key width per head",
     "d_v": "MLA value width per head", "e_mm": "matmul efficiency (measured table at this shape)",
     "P": "parameters on this device before data-axis sharding",
+    "P_e": "of P, routed experts' (sharded over N / min(E_p, N) expert shards)",
     "A": "activation bytes on this device before data-axis sharding",
     "U": "parameters whose low-precision copy autograd does not save (first matmuls of a stack fed with data)",
 }
@@ -86,15 +87,19 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     shape, point = Shape.of(model), Point.of(layout)
     numeric = evaluate(shape, recipe, point).heaviest
     fsdp = symbol("N") if point.fsdp != 1 else 1
-    lettered = replace(point, fsdp=fsdp, shard_activations=exact_fraction(point.shard_activations))
-    P, A, U = symbol("P"), symbol("A"), symbol("U")
+    ep = symbol("E_p") if point.ep != 1 else 1
+    lettered = replace(point, fsdp=fsdp, ep=ep, shard_activations=exact_fraction(point.shard_activations))
+    P, A, U, P_e = symbol("P"), symbol("A"), symbol("U"), symbol("P_e")
     unsaved_value = cm.unsaved_params(shape, point, numeric.stage)
     unsaved = U if unsaved_value else 0
-    comps = cm.components(recipe, lettered, params=P, activation_bytes=A,
+    routed = P_e if numeric.stage.expert_params else 0
+    comps = cm.components(recipe, lettered, params=P, activation_bytes=A, expert_params=routed,
                           weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved))
-    values = {P: numeric.stage.params, A: numeric.activation_bytes, U: unsaved_value}
-    if fsdp != 1:
-        values[fsdp] = point.fsdp
+    values = {P: numeric.stage.params, A: numeric.activation_bytes, U: unsaved_value,
+              P_e: numeric.stage.expert_params}
+    for letter_, value in ((fsdp, point.fsdp), (ep, point.ep)):
+        if letter_ != 1:
+            values[letter_] = value
     return {k: sp.sympify(v) for k, v in comps.items()}, values
 
 

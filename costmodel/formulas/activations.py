@@ -94,20 +94,21 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
 
 def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor):
     """What an MoE layer's routed experts save per token on the busiest device: for each of the
-    k_e f token copies (f: capacity factor, or the load imbalance), its permuted input and its output
-    (saved by the product with its routing weight) b_a 2 D, the weight b_a, the expert MLP's hidden
-    tensors b_a 4 F_e / t (SwiGLU; GeLU 2 F_e / t), and two int64 indices (16 B) that permute and
-    unpermute it; and per token the router's top-k indices (int64) and their fp32 softmax, 12 k_e / t.
+    k_e f token copies it receives (f: capacity factor, or the load imbalance), the copy and the
+    expert's output (saved by the product with its routing weight) b_a 2 D, the weight b_a, and the
+    expert MLP's hidden tensors b_a 4 F_e / t (SwiGLU; GeLU 2 F_e / t); and for each of its own k_e
+    token copies, the two int64 indices that permute and unpermute it (16 k_e), and the router's int64
+    top-k indices and their fp32 softmax (12 k_e): 28 k_e / t.
 
-    Under expert TP (= t, with SP) the copies are gathered over the TP group, so their D-wide tensors
-    are whole on every rank and only F_e splits; the router runs on the sequence shard (/ t). The
-    grouped implementation of tests/torch_moe.py (Megatron-core's routing: top-k of the logits, then a
-    softmax over the k; Jiang et al. 2024, arXiv:2401.04088, Sec. 2.1) saves exactly these
-    (tests/test_torch_moe.py). Inputs the router shares with the MLP norm are counted there.
+    Under expert TP (= t, with SP) the received copies are gathered over the TP group, so their
+    D-wide tensors are whole on every rank and only F_e splits; routing happens on the sequence shard
+    (/ t). The grouped implementation of tests/torch_moe.py (Megatron-core's routing: top-k of the
+    logits, then a softmax over the k; Jiang et al. 2024, arXiv:2401.04088, Sec. 2.1) saves exactly
+    these (tests/test_torch_moe.py). Inputs the router shares with the MLP norm are counted there.
     """
     copies = top_k * routed_factor
-    per_copy = act_bytes * (2 * hidden + 1) + 16 + act_bytes * (4 if gated else 2) * expert_ffn_hidden / tp
-    return copies * per_copy + 12 * top_k / tp
+    per_copy = act_bytes * (2 * hidden + 1) + act_bytes * (4 if gated else 2) * expert_ffn_hidden / tp
+    return copies * per_copy + 28 * top_k / tp
 
 
 def shared_gate_bytes_per_token(*, hidden, act_bytes, tp):

@@ -123,6 +123,9 @@ def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -
     st = heaviest.stage
     parts = [Step("parameters on this device before data-axis sharding", sp.Symbol("P"),
                   f"{model.name}, tp = {layout.tp}, pp = {layout.pp}", f"P = {st.params:,}")]
+    if letters.get("P_e"):
+        parts.append(Step("of which routed experts (E / E_p per MoE layer), sharded over their own data group",
+                          sp.Symbol("P_e"), f"ep = {layout.ep}", f"P_e = {letters['P_e']:,}"))
     if letters.get("U"):
         parts.append(Step("of which the first matmuls, whose bf16 copy autograd does not save", sp.Symbol("U"),
                           "the stack's input needs no gradient", f"U = {letters['U']:,}"))

@@ -28,11 +28,13 @@ class FsdpAnswer:
 
 
 def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, float]:
-    """(a, b) with memory(N) = a + b / N, read off the formulas at N = 2 and N = 4."""
-    m2 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 2})).memory_bytes
-    m4 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 4})).memory_bytes
-    b = 4 * (m2 - m4)  # m2 - m4 = b/2 - b/4
-    return m2 - b / 2, b
+    """(a, b) with memory(N) = a + b / N, read off the formulas at N = 2 and N = 4 (with expert
+    parallelism e: at 2e and 4e, where the experts' N / e shards make them a + b / N too)."""
+    low = 2 * layout.ep
+    m2 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": low})).memory_bytes
+    m4 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 2 * low})).memory_bytes
+    b = 2 * low * (m2 - m4)  # m2 - m4 = b/low - b/(2 low)
+    return m2 - b / low, b
 
 
 def solve_fsdp(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework=None) -> FsdpAnswer:
@@ -47,8 +49,15 @@ def solve_fsdp(model, recipe: Recipe, layout: Layout, limit_bytes: float, framew
     a, b = linear_in_inverse_n(model, recipe, layout)
     if a < limit_bytes:
         threshold = b / (limit_bytes - a)
-        return FsdpAnswer(math.floor(threshold) + 1, threshold, a, b, limit_bytes, None)
+        return FsdpAnswer(_admissible_above(threshold, layout.ep), threshold, a, b, limit_bytes, None)
     return FsdpAnswer(None, math.inf, a, b, limit_bytes, _max_tokens(model, recipe, layout, limit_bytes))
+
+
+def _admissible_above(threshold: float, ep: int) -> int:
+    """The smallest N > threshold the expert axis admits: any N without experts; with EP e a multiple
+    of e (a + b/N holds from N = e on; below it the experts are not sharded at all)."""
+    n = math.floor(threshold) + 1
+    return n if ep == 1 else max(ep, math.ceil(n / ep) * ep)
 
 
 def _max_tokens(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> int | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from costmodel.mathops import exact_div, minimum
+from costmodel.mathops import above_one, exact_div, minimum, where
 from costmodel.parallel import data
 from costmodel.parallel.collective import Collective, Rule, present
 
@@ -63,8 +63,11 @@ def expert_point(point):
 
 def routed_factor(shape, point):
     """Routed tokens on the busiest device, as a multiple of the even share T k_e / e: the capacity
-    factor when experts are padded to a capacity, else the layout's load imbalance (dropless)."""
-    return shape.capacity_factor if shape.capacity_factor is not None else point.moe_imbalance
+    factor when experts are padded to a capacity, else (dropless) the layout's load imbalance, which
+    only EP exposes (one device with every expert receives every copy, T k_e)."""
+    if shape.capacity_factor is not None:
+        return shape.capacity_factor
+    return where(above_one(point.ep), point.moe_imbalance, 1)
 
 
 def dispatched_tokens(shape, point):
@@ -96,6 +99,8 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
         out += [Collective("all-gather", "ep", "tokens per expert (int64 counts, before dispatch)", "forward",
                            point.ep, moe_layers, 8 * shape.experts * point.ep),
                 Collective("all-to-all", "ep", "dispatch: routing weights", "forward", point.ep, moe_layers,
+                           act * copies),
+                Collective("all-to-all", "ep", "routing-weight gradients back", "backward", point.ep, moe_layers,
                            act * copies)]
         for phase, what in (("forward", "tokens"), ("backward", "gradients")):
             out += [Collective("all-to-all", "ep", f"dispatch: {what} to their experts", phase, point.ep, moe_layers,
