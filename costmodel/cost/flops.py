@@ -18,6 +18,12 @@ class StepFlops:
     attention_per_token: object = 0  # of the model FLOPs, attention's Q K^T and A V over the full s x s (fwd + bwd)
     padding_per_token: object = 0  # MoE capacity padding (fwd + bwd): hardware FLOPs, not model FLOPs
     straggler_per_token: object = 0  # the busiest EP rank's routed work beyond the even share (time, not FLOPs)
+    routed_per_token: object = 0  # of the model FLOPs, the routed experts' (fwd + bwd)
+
+    @property
+    def routed_hardware_per_token(self):
+        """What the busiest EP rank's routed experts run per token: their model FLOPs, padding, straggling."""
+        return self.routed_per_token + self.padding_per_token + self.straggler_per_token
 
     @property
     def per_token(self):
@@ -78,7 +84,8 @@ def step_flops(shape, point, seq_len=None) -> StepFlops:
                      recompute_per_token=recompute_flops_per_token(shape, point, seq_len),
                      attention_per_token=3 * shape.layers * shape.attention_score_flops_per_token(seq_len),
                      padding_per_token=3 * shape.padding_flops_per_token(),
-                     straggler_per_token=straggler_flops_per_token(shape, point))
+                     straggler_per_token=straggler_flops_per_token(shape, point),
+                     routed_per_token=3 * shape.routed_flops_per_token())
 
 
 def straggler_flops_per_token(shape, point):
@@ -86,7 +93,7 @@ def straggler_flops_per_token(shape, point):
     load imbalance f - 1 of dropless routing (padding to a capacity is in the hardware FLOPs instead)."""
     if not shape.moe or shape.capacity_factor is not None:
         return 0
-    return 3 * shape.moe_layers * (routed_factor(shape, point) - 1) * shape.top_k * 2 * shape.expert_params()
+    return 3 * (routed_factor(shape, point) - 1) * shape.routed_flops_per_token()
 
 
 def six_n_t(params, tokens):

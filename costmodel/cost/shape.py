@@ -249,6 +249,12 @@ class Shape:
                                                   shared_ffn_hidden=self.shared_width, gated=self.gated,
                                                   shared_gate=self.shared_gate)
 
+    def routed_flops_per_token(self):
+        """Forward FLOPs per token of the routed experts over every MoE layer: (L - L_d) k_e 2 x one expert."""
+        if not self.moe:
+            return 0
+        return self.moe_layers * self.top_k * fl.matmul_flops(tokens=1, fan_in=1, fan_out=self.expert_params())
+
     def padding_flops_per_token(self):
         """Forward FLOPs per token the MoE layers run on capacity padding (0 dropless or dense)."""
         if not self.moe or self.capacity_factor is None:

@@ -16,7 +16,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import step as fs
 from costmodel.mathops import ceil_div, exact_div, family, maximum, where
-from costmodel.parallel import pipeline
+from costmodel.parallel import expert, pipeline
 
 OVERLAPS = ("overlap", "none")
 PRECISIONS = ("bf16", "fp8")
@@ -47,6 +47,7 @@ class StepTime:
     tp_overlap: str = "none"
     p2p_overlap: str = "none"
     ep_s: object = 0  # the MoE layers' dispatch and combine all-to-alls (on the critical path)
+    expert_efficiency: object = None  # the routed experts' matmuls (MoE models)
 
     @property
     def critical_parts(self) -> dict:
@@ -98,16 +99,30 @@ def matmul_efficiency(shape, point, hardware):
     return isolated * sustained
 
 
-def _isolated_efficiency(shape, point, hardware):
+def expert_matmul_efficiency(shape, point, hardware):
+    """The routed experts' matmuls: the table's figure at an expert's shape on the busiest device
+    (rows: the token copies it receives for one of its E / e experts, T/c k_e f e / E; columns F_e / t;
+    depth D), times the sustained fraction; the dense figure where the spec has no table. Small
+    experts and few tokens per expert run well below the dense MLP's efficiency."""
+    sm = hardware.step_model
+    if not sm.matmul_table:
+        return matmul_efficiency(shape, point, hardware)
+    rows = exact_div(point.tokens, point.cp) * shape.top_k * expert.routed_factor(shape, point) * point.ep / shape.experts
+    isolated = _isolated_efficiency(shape, point, hardware, rows, exact_div(shape.expert_width, point.tp), "e_e")
+    return isolated if family(isolated) == "sympy" else isolated * sm.sustained_fraction
+
+
+def _isolated_efficiency(shape, point, hardware, m=None, n=None, name: str = "e_mm"):
     sm = hardware.step_model
     if sm is None:
         raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, elementwise passes)")
     if sm.matmul_table:
-        m, n = exact_div(point.tokens, point.cp), exact_div(shape.mlp_width, point.tp)
+        if m is None:
+            m, n = exact_div(point.tokens, point.cp), exact_div(shape.mlp_width, point.tp)
         if family(m, n) == "sympy":
             import sympy
 
-            return sympy.Symbol("e_mm", positive=True)
+            return sympy.Symbol(name, positive=True)
         from costmodel.measure.matmul import table_efficiency
         from costmodel.specs.load import table_file
 
@@ -167,14 +182,19 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     efficiency = matmul_efficiency(shape, point, hardware)
     hw_flops = flops.hardware_per_token * global_tokens
     busiest = hw_flops + flops.straggler_per_token * global_tokens  # the EP rank with the most routed tokens
+    routed = flops.routed_hardware_per_token * global_tokens  # of busiest, the routed experts' (padding and straggling)
     if stages is None:  # every stage taken to do an equal share
         imbalance, most_layers = 1, ceil_div(shape.layers, point.pp)
     else:
         share, most_layers = slowest_stage(shape, stages)
         imbalance = share * point.pp
     attention = flops.attention_per_token * global_tokens
-    matmul = matmul_seconds(busiest * imbalance / devices, attention * imbalance / devices, hardware=hardware,
-                            efficiency=efficiency, precision=precision)
+    matmul = matmul_seconds((busiest - routed) * imbalance / devices, attention * imbalance / devices,
+                            hardware=hardware, efficiency=efficiency, precision=precision)
+    expert_efficiency = expert_matmul_efficiency(shape, point, hardware) if shape.moe else None
+    if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
+        matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
+                                         efficiency=expert_efficiency)
     heads, seq = (shape.heads, shape.seq_len) if shape.attention else (0, 0)
     width = shape.width if shape.attention else shape.width + shape.mlp_width
     elementwise = fs.elementwise_seconds(
@@ -197,4 +217,5 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"])
+                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
+                    expert_efficiency)

@@ -28,6 +28,7 @@ MEANINGS = {
     "F_s": "shared experts' MLP width", "L_d": "dense (non-MoE) first layers", "E_p": "expert-parallel degree",
     "r_q": "MLA query latent width", "r_kv": "MLA key/value latent width", "d_r": "MLA rotary query/key width per head",
     "d_v": "MLA value width per head", "e_mm": "matmul efficiency (measured table at this shape)",
+    "e_e": "routed experts' matmul efficiency (measured table at an expert's shape)",
     "P": "parameters on this device before data-axis sharding",
     "P_e": "of P, routed experts' (sharded over N / min(E_p, N) expert shards)",
     "A": "activation bytes on this device before data-axis sharding",
@@ -54,7 +55,7 @@ class Formula:
 
 def symbol(name: str):
     """The symbol of a letter, with the assumptions the shape and point give it."""
-    if name == "e_mm":
+    if name in ("e_mm", "e_e"):
         return sp.Symbol(name, positive=True)
     return letter(name)
 
@@ -68,6 +69,8 @@ def formula(model, recipe, layout, hardware=None, **options) -> Formula:
     if cost.step is not None and isinstance(cost.step.matmul_efficiency, sp.Basic):
         numeric = evaluate(shape, recipe, point, hardware, **options)
         values[symbol("e_mm")] = numeric.step.matmul_efficiency
+        if isinstance(cost.step.expert_efficiency, sp.Basic):
+            values[symbol("e_e")] = numeric.step.expert_efficiency
     return Formula(cost, values)
 
 

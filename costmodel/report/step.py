@@ -29,7 +29,8 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}, against the {b.precision} peak", "hfu": b.hfu,
             "precision": b.precision,
-            "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency, "overlap": b.overlap,
+            "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
+            "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
             "breakdown": b.parts, "critical_path": b.critical_parts,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
             "step_model_source": hardware.step_model.source,
@@ -47,7 +48,8 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     hidden = {"none": "on the critical path"}
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
-    notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak", "elementwise_s": "norms, softmax, ... (HBM)",
+    experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
+    notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak{experts}", "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": f"of which exposed ({b.overlap})"}

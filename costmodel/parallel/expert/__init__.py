@@ -52,6 +52,8 @@ def routed_params_per_layer(shape, point):
 
 def expert_shards(point):
     """N_e: ways expert state is sharded on the data axis: N / e when e divides N, else 1."""
+    if isinstance(point.fsdp, int) and point.fsdp == 1:
+        return 1
     return exact_div(point.fsdp, minimum(point.ep, point.fsdp))
 
 
