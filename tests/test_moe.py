@@ -188,3 +188,48 @@ def test_plan_searches_the_expert_axis():
     model = load_model("mixtral-8x7b").model_copy(update={"seq_len": 4096})  # the plan's --seq
     cost = evaluate_layout(model, load_recipe("megatron"), layout, load_hardware("h100-sxm"))
     assert cost.step.step_s == pytest.approx(result.best[0].step_s, rel=1e-9)
+
+
+def switch_like(capacity_factor=1.25):
+    """A small MoE with a capacity factor: 16 experts of 1024, top-2, 4 layers, D = 1024."""
+    from costmodel.specs.model import Transformer
+
+    return Transformer(name="switchy", hidden=1024, ffn_hidden=4096, layers=4, heads=8, kv_heads=8, vocab=1000,
+                       seq_len=1024, moe=dict(experts=16, top_k=2, expert_ffn_hidden=1024,
+                                              capacity_factor=capacity_factor))
+
+
+def test_capacity_padding_is_hardware_flops_and_bytes():
+    """Experts padded to c T k / E tokens: (c - 1) of the routed work runs on padding, fwd + bwd
+    (3 x 0.25 x k 2 x 3 D F_e per layer and token), and each all-to-all moves c x the copies."""
+    padded = evaluate_layout(switch_like(), load_recipe("megatron"), Layout(dp=4, ep=4, tokens=1024),
+                             load_hardware("h100-sxm"))
+    dropless = evaluate_layout(switch_like(None), load_recipe("megatron"), Layout(dp=4, ep=4, tokens=1024),
+                               load_hardware("h100-sxm"))
+    per_layer = 0.25 * 2 * 2 * 3 * 1024 * 1024
+    assert padded.flops.padding_per_token == 3 * 4 * per_layer
+    assert padded.flops.hardware_per_token == dropless.flops.hardware_per_token + 3 * 4 * per_layer
+    assert padded.flops.per_token == dropless.flops.per_token
+    sizes = {r.collective.purpose: r.collective.buffer_bytes for r in dropless.collectives if r.collective.axis == "ep"}
+    for r in padded.collectives:
+        if r.collective.axis == "ep" and r.collective.op == "all-to-all":
+            assert r.collective.buffer_bytes == 1.25 * sizes[r.collective.purpose]
+
+
+def test_expert_matmuls_use_an_experts_shape():
+    """DeepSeek-V3 without EP: 4096 tokens x 8 copies over 256 experts = 128 rows per expert GEMM (F_e 2048,
+    D 7168), far below the dense MLP's efficiency; with EP 64 each device's 4 experts get 8192 rows."""
+    from costmodel.measure.matmul import table_efficiency
+    from costmodel.specs.load import table_file
+
+    h100 = load_hardware("h100-sxm")
+    sm = h100.step_model
+
+    def step(ep):
+        return evaluate_layout(load_model("deepseek-v3"), load_recipe("megatron"),
+                               Layout(fsdp=64, zero=1, ep=ep, tokens=4096, recompute="full"), h100).step
+
+    for ep, rows in ((1, 128), (64, 8192)):
+        expected = table_efficiency(table_file(h100, sm.matmul_table), rows, 2048, 7168, h100.flops("bf16"))
+        assert step(ep).expert_efficiency == pytest.approx(expected * sm.sustained_fraction, rel=1e-12)
+    assert step(1).expert_efficiency < 0.5 * step(1).matmul_efficiency

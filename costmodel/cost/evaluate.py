@@ -66,8 +66,8 @@ class Cost:
 
     @property
     def six_n_t(self):
-        """6 N T for one micro-batch of the replica."""
-        return six_n_t(self.params, self.point.tokens)
+        """6 N T for one micro-batch of the replica (N: the parameters a token uses, all of them when dense)."""
+        return six_n_t(self.shape.active_params(), self.point.tokens)
 
     @property
     def bytes_sent(self):

@@ -20,6 +20,7 @@ def flops(cost, layout, *, as_json, formula=None):
         "recompute_flops_per_token": number(result.recompute_per_token),
         "hardware_flops_per_token": number(result.hardware_per_token),
         "recompute": layout.recompute,
+        "padding_flops_per_token": number(result.padding_per_token),
     }
     sym = flops_symbolic(formula) if formula is not None else None
     if emitted_json(payload, sym, as_json):
@@ -37,10 +38,15 @@ def flops(cost, layout, *, as_json, formula=None):
         flavour = f", {layout.checkpoint}" if layout.recompute in ("full", "every") else ""
         t.add_row(f"recomputed forward ({layout.recompute}{flavour})", f"{result.recompute_per_token:,.0f}",
                   f"{result.recompute_per_token * result.tokens:.4e}")
+    if result.padding_per_token:
+        t.add_row(f"MoE capacity padding (factor {cost.shape.capacity_factor:g})", f"{result.padding_per_token:,.0f}",
+                  f"{result.padding_per_token * result.tokens:.4e}")
+    if result.recompute_per_token or result.padding_per_token:
         t.add_row("[bold]hardware total[/] (HFU counts these)", f"{result.hardware_per_token:,.0f}",
                   f"{result.hardware_per_token * result.tokens:.4e}")
     out.print(t)
-    out.print(f"6 N T rule of thumb: {payload['six_n_t']:.4e}; per device (tp x pp x cp = "
+    active = " (N: active parameters)" if cost.shape.moe else ""
+    out.print(f"6 N T rule of thumb{active}: {payload['six_n_t']:.4e}; per device (tp x pp x cp = "
               f"{result.devices_per_replica}): {result.per_device:.4e} FLOP")
 
 
