@@ -233,3 +233,20 @@ def test_expert_matmuls_use_an_experts_shape():
         expected = table_efficiency(table_file(h100, sm.matmul_table), rows, 2048, 7168, h100.flops("bf16"))
         assert step(ep).expert_efficiency == pytest.approx(expected * sm.sustained_fraction, rel=1e-12)
     assert step(1).expert_efficiency < 0.5 * step(1).matmul_efficiency
+
+
+def test_expert_tp_below_tp_folds_ranks_into_the_expert_axis():
+    """tp 2 with --etp 1 (Megatron-Bridge's DeepSeek-V3 recipe: TP 2, ETP 1): the other TP rank joins the
+    experts' data axis, so EP 8 fits dp 4 x 2; each device holds one whole expert per layer; no expert-TP
+    traffic; each rank keeps half of the TP group's token copies, with F_e whole."""
+    cost = mixtral_cost(dp=4, tp=2, sp=True, etp=1, ep=8, tokens=4096)
+    D, F = 4096, 14336
+    assert cost.heaviest.stage.expert_params == 32 * 3 * D * F
+    assert not [r for r in cost.collectives if r.collective.axis == "etp"]
+    assert not [r for r in cost.collectives if r.collective.axis.startswith("expert-")]  # (2 x 4) / 8 = 1 replica
+    whole = mixtral_cost(dp=8, ep=8, tokens=4096)  # tp 1: the same expert tensors for all 4096 tokens
+    routed = 2 * (2 * (2 * D + 1) + 2 * 4 * F)  # k copies: D in and out, weight, SwiGLU's 4 F (bf16)
+    difference = whole.heaviest.stage.activation_bytes_per_token - cost.heaviest.stage.activation_bytes_per_token
+    assert difference >= routed / 2  # half the copies per rank (and the tp-split rest of the layer)
+    with pytest.raises(ValueError, match="--etp 4 does not divide --tp 2"):
+        mixtral_cost(dp=4, tp=2, sp=True, etp=4, ep=8, tokens=4096)

@@ -24,11 +24,12 @@ OPTIONS = {
     "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
     "tp_kv": (o.TpKvOpt, "split"), "attention": (o.AttentionOpt, None),
-    "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "moe_imbalance": (o.ImbalanceOpt, 1.0),
+    "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "etp": (o.EtpOpt, None),
+    "moe_imbalance": (o.ImbalanceOpt, 1.0),
 }
 MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
           "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",
-          "ep", "moe_imbalance")
+          "ep", "etp", "moe_imbalance")
 
 
 def build_layout(fixed: dict | None = None, **values):

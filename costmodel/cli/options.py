@@ -44,6 +44,9 @@ CpOpt = Annotated[int, typer.Option(**DEGREE, help="Context-parallel degree.", r
 EpOpt = Annotated[int, typer.Option(**DEGREE, help="Expert-parallel degree (MoE models): each MoE layer's experts "
     "spread over this many devices of the data axis (--dp x --fsdp), tokens sent to them by all-to-alls.",
     rich_help_panel=_LAYOUT)]
+EtpOpt = Annotated[Optional[int], typer.Option(**DEGREE, help="Expert tensor-parallel degree (MoE): each routed "
+    "expert split over this many of the --tp ranks (default: all); below --tp the other TP ranks join the experts' "
+    "data axis, so --ep may span them (Megatron-core's --expert-tensor-parallel-size).", rich_help_panel=_LAYOUT)]
 ImbalanceOpt = Annotated[float, typer.Option(parser=real(1, 1024), metavar="FACTOR",
     help="MoE load imbalance: tokens the busiest expert-parallel rank receives, as a multiple of the even share "
     "(dropless routing). Scales its all-to-alls, routed activations and expert time. Default 1: balanced.",

@@ -45,7 +45,7 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source, framework=None):
 
 
 FSDP_SOLVE = ("tokens", "shard_activations", "dp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash",
-              "schedule", "microbatches", "chunks", "split", "ep", "moe_imbalance")
+              "schedule", "microbatches", "chunks", "split", "ep", "etp", "moe_imbalance")
 
 
 @solve_app.command("fsdp")

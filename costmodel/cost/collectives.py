@@ -108,7 +108,10 @@ def _priced(memo: dict, key: tuple, cost, buffer_bytes):
 
 
 def axis_family(axis: str) -> str:
-    """tp, cp, pp, ep, or data (dp, fsdp and dp x fsdp, and the routed experts' expert-dp, expert-fsdp, expert-data)."""
+    """tp (and expert TP), cp, pp, ep, or data (dp, fsdp and dp x fsdp, and the routed experts' expert-dp,
+    expert-fsdp, expert-data)."""
+    if axis == "etp":
+        return "tp"
     return "data" if axis in ("dp", "fsdp", "data", *expert.EXPERT_AXES.values()) else axis
 
 

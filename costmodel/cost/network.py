@@ -44,12 +44,14 @@ class Placement:
 
 
 #: the routed experts' view of the same devices: the EP group is the data axis's innermost ranks
-EXPERT_ORDER = ("tp", "cp", "ep", "expert-fsdp", "expert-dp", "pp")
+EXPERT_ORDER = ("etp", "cp", "ep", "expert-fsdp", "expert-dp", "pp")
 
 
 def _degree(point, axis: str):
     if axis == "ep":
         return point.ep
+    if axis == "etp":
+        return expert.expert_tp(point)
     if axis in ("expert-fsdp", "expert-dp"):
         seen = expert.expert_point(point)
         return seen.fsdp if axis == "expert-fsdp" else seen.dp
@@ -59,7 +61,7 @@ def _degree(point, axis: str):
 def placement(hardware, point, axis: str) -> Placement:
     """Where ``axis`` (tp, cp, fsdp, dp, pp, or data = dp x fsdp as one group; ep and the experts'
     expert-fsdp, expert-dp and expert-data) runs."""
-    order = EXPERT_ORDER if axis == "ep" or axis.startswith("expert-") else AXIS_ORDER
+    order = EXPERT_ORDER if axis in ("ep", "etp") or axis.startswith("expert-") else AXIS_ORDER
     stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
     inner = 1
     for name in order:
@@ -67,7 +69,7 @@ def placement(hardware, point, axis: str) -> Placement:
             break
         inner = inner * _degree(point, name)
     if axis in ("data", "expert-data"):
-        ranks = point.data if axis == "data" else exact_div(point.data, point.ep)
+        ranks = point.data if axis == "data" else exact_div(expert.folded_tp(point) * point.data, point.ep)
     else:
         ranks = _degree(point, axis)
     if hardware.kind == "tpu":
@@ -88,7 +90,7 @@ def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
         if dcn is True and not any(level.kind == "dcn" for level in hardware.network):
             raise CostModelError(f"{point.devices} chips exceed one {hardware.name} ICI domain "
                                  f"({ici.domain_size}) and the spec has no 'dcn' level")
-    m = point.my if axis == "tp" else point.mx if data_axis else 1
+    m = point.my if axis in ("tp", "etp") else point.mx if data_axis else 1
     return Placement(axis, ranks, ranks, 1, scale=m, dcn=dcn)
 
 

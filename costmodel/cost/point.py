@@ -13,7 +13,7 @@ from functools import cached_property
 from costmodel.mathops import exact_fraction, letter
 
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
-LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "ep": "E_p", "tokens": "B", "microbatches": "m",
+LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "ep": "E_p", "etp": "Y_e", "tokens": "B", "microbatches": "m",
            "chunks": "v", "grad_accum": "k_a", "mx": "M_X", "my": "M_Y", "recompute_layers": "K"}
 QUANTITIES = tuple(LETTERS)
 
@@ -29,6 +29,7 @@ class Point:
     pp: object = 1
     cp: object = 1
     ep: object = 1  # experts spread over ep devices of the data axis
+    etp: object = None  # expert TP: each routed expert split over etp of the tp ranks (None: all of them)
     tokens: object = 0  # one replica's micro-batch x sequence
     microbatches: object = 1  # m
     chunks: object = 1  # v
@@ -69,7 +70,7 @@ class Point:
         """Field -> value of this numeric point for each quantity :meth:`symbolic` writes as a letter."""
         trivial = {"tokens": 0}
         return {name: getattr(self, name) for name in QUANTITIES
-                if not _is_literal(getattr(self, name), trivial.get(name, 1))}
+                if getattr(self, name) is not None and not _is_literal(getattr(self, name), trivial.get(name, 1))}
 
     @cached_property
     def data(self):

@@ -329,7 +329,7 @@ class Shape:
     # ---- activations ------------------------------------------------------------------------
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
                                          norm_stats: bool, eager: bool = False, dense: bool = False,
-                                         routed_factor=1):
+                                         routed_factor=1, etp=None):
         """One layer keeping everything (less the attention core under selective recompute), per token.
 
         An MoE layer (unless ``dense``): its shared experts in place of the MLP, plus the routed experts'
@@ -363,7 +363,7 @@ class Shape:
             return out
         out = out + ac.routed_expert_bytes_per_token(hidden=self.width, top_k=self.top_k,
                                                      expert_ffn_hidden=self.expert_width, act_bytes=act_bytes,
-                                                     gated=self.gated, tp=tp, routed_factor=routed_factor)
+                                                     gated=self.gated, tp=tp, routed_factor=routed_factor, etp=etp)
         if self.shared_gate:
             out = out + ac.shared_gate_bytes_per_token(hidden=self.width, act_bytes=act_bytes, tp=tp if sp else 1)
         return out

@@ -57,7 +57,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
                    flash=point.flash, norm_stats=point.norm_stats, eager=point.eager)
     if shape.moe:
-        options["routed_factor"] = expert.routed_factor(shape, point)
+        options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
     kept = shape.layer_activation_bytes_per_token(**options)
     again = recomputed_layers(layers, point)
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=act, tp=point.tp,

@@ -101,14 +101,15 @@ def matmul_efficiency(shape, point, hardware):
 
 def expert_matmul_efficiency(shape, point, hardware):
     """The routed experts' matmuls: the table's figure at an expert's shape on the busiest device
-    (rows: the token copies it receives for one of its E / e experts, T/c k_e f e / E; columns F_e / t;
+    (rows: the token copies it holds for one of its E / e experts, T/(c t) k_e f t_e e / E; columns F_e / t_e;
     depth D), times the sustained fraction; the dense figure where the spec has no table. Small
     experts and few tokens per expert run well below the dense MLP's efficiency."""
     sm = hardware.step_model
     if not sm.matmul_table:
         return matmul_efficiency(shape, point, hardware)
-    rows = exact_div(point.tokens, point.cp) * shape.top_k * expert.routed_factor(shape, point) * point.ep / shape.experts
-    isolated = _isolated_efficiency(shape, point, hardware, rows, exact_div(shape.expert_width, point.tp), "e_e")
+    etp = expert.expert_tp(point)
+    rows = expert.dispatched_tokens(shape, point) * etp * point.ep / shape.experts
+    isolated = _isolated_efficiency(shape, point, hardware, rows, exact_div(shape.expert_width, etp), "e_e")
     return isolated if family(isolated) == "sympy" else isolated * sm.sustained_fraction
 
 

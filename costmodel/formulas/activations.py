@@ -92,7 +92,7 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
     return 2 * act_bytes * hidden + norm_stat_bytes + 4 * vocab / tp
 
 
-def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor):
+def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None):
     """What an MoE layer's routed experts save per token on the busiest device: for each of the
     k_e f token copies it receives (f: capacity factor, or the load imbalance), the copy and the
     expert's output (saved by the product with its routing weight) b_a 2 D, the weight b_a, and the
@@ -100,14 +100,15 @@ def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes
     token copies, the two int64 indices that permute and unpermute it (16 k_e), and the router's int64
     top-k indices and their fp32 softmax (12 k_e): 28 k_e / t.
 
-    Under expert TP (= t, with SP) the received copies are gathered over the TP group, so their
-    D-wide tensors are whole on every rank and only F_e splits; routing happens on the sequence shard
-    (/ t). The grouped implementation of tests/torch_moe.py (Megatron-core's routing: top-k of the
+    Under expert TP t_e (``etp``; default t, with SP) each rank routes its sequence shard (/ t) and the
+    received copies are gathered over the t_e ranks of the expert TP group: a rank keeps t_e / t of the
+    copies with their D-wide tensors whole, and F_e splits t_e ways. The grouped implementation of tests/torch_moe.py (Megatron-core's routing: top-k of the
     logits, then a softmax over the k; Jiang et al. 2024, arXiv:2401.04088, Sec. 2.1) saves exactly
     these (tests/test_torch_moe.py). Inputs the router shares with the MLP norm are counted there.
     """
-    copies = top_k * routed_factor
-    per_copy = act_bytes * (2 * hidden + 1) + act_bytes * (4 if gated else 2) * expert_ffn_hidden / tp
+    etp = tp if etp is None else etp
+    copies = top_k * routed_factor * etp / tp
+    per_copy = act_bytes * (2 * hidden + 1) + act_bytes * (4 if gated else 2) * expert_ffn_hidden / etp
     return copies * per_copy + 28 * top_k / tp
 
 

@@ -59,6 +59,8 @@ def layout_text(layout) -> str:
         parts.append(f"ZeRO-{layout.zero}")
     if layout.sp:
         parts.append("sp")
+    if layout.etp is not None and layout.etp != layout.tp:
+        parts.append(f"etp={layout.etp}")
     if layout.moe_imbalance != 1:
         parts.append(f"MoE imbalance {layout.moe_imbalance:g}")
     return ", ".join(parts) or "one device"

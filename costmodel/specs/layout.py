@@ -30,6 +30,9 @@ class Layout(Spec):
     cp: Degree = Field(1, description="context-parallel degree (sequence split across devices)")
     ep: Degree = Field(1, description="expert-parallel degree: each MoE layer's experts spread over ep devices of "
                        "the data axis (it must divide dp x fsdp)")
+    etp: Degree | None = Field(None, description="expert tensor-parallel degree: each routed expert split over etp "
+                               "of the tp ranks (default: all of them); below tp, the rest of the TP group joins the "
+                               "experts' data axis (Megatron-core's parallel folding)")
     moe_imbalance: Annotated[float, Field(ge=1, le=1024)] = Field(
         1.0, description="tokens the busiest expert-parallel rank receives, as a multiple of the even share "
         "(dropless routing; 1: perfectly balanced). It scales that rank's all-to-alls, expert activations and time")
@@ -79,6 +82,8 @@ class Layout(Spec):
             raise ValueError("sequence parallel (--sp) needs --tp > 1")
         if self.shard_activations and self.fsdp == 1:
             raise ValueError("--shard-activations shards over the fsdp axis: it needs --fsdp > 1")
+        if self.etp is not None and self.tp % self.etp:
+            raise ValueError(f"--etp {self.etp} does not divide --tp {self.tp}")
         if self.cp > 1 and self.tokens % self.cp:
             raise ValueError(f"--cp {self.cp} does not divide --tokens {self.tokens}")
         if self.chunks > 1 and self.schedule != "interleaved":

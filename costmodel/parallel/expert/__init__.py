@@ -3,9 +3,11 @@ parallelism), tokens sent to their experts and back by two all-to-alls.
 
 Layout (Megatron-core's MoE 'parallel folding', Liu et al. 2025, arXiv:2504.14960): the attention and
 the dense parts keep the layout's tp x cp x data mesh; the experts see the same devices as expert TP
-(= tp here) x e x expert data (the rest of the data axis). The EP group is the innermost e ranks of the
-data axis, so it takes the fsdp shards first: experts are sharded N / e ways (N the fsdp degree)
-and replicated over the rest.
+t_e (``--etp``, default t) x e x expert data. With t_e < t the other t / t_e TP ranks fold into the
+experts' data axis (Megatron-core's default order etp-ep-edp). The EP group is the innermost e ranks
+after expert TP, so it takes those folded ranks and then the fsdp shards: experts are sharded
+(t / t_e) N / e ways (N the fsdp degree) and replicated over the rest. CP stays out of the expert
+mesh here (Megatron folds it in too): expert TP below t with CP is refused.
 
 Sharding: :func:`routed_params_per_layer` (experts one device holds), :func:`expert_shards`;
 traffic: :func:`collectives`; rules: :func:`checks`.
@@ -20,47 +22,65 @@ from costmodel.parallel import data
 from costmodel.parallel.collective import Collective, Rule, present
 
 NAME = "ep"
-#: the experts' view of the data axis, innermost first after tp x cp x ep (names the network places)
+#: the experts' view of the data axis, innermost first after etp x cp x ep (names the network places)
 EXPERT_AXES = {"data": "expert-data", "fsdp": "expert-fsdp", "dp": "expert-dp"}
 
 
 def checks(shape, point) -> list[Rule]:
-    """e must divide the experts and the data axis (and nest with its shards); a dense model has no
-    experts to spread; MoE under TP needs sequence parallelism (Megatron-core asserts it)."""
+    """e must divide the experts and the data axis with the TP ranks --etp folds in (and nest with its
+    shards); t_e must divide F_e; a dense model has no experts to spread; MoE under TP needs sequence
+    parallelism (Megatron-core asserts it)."""
     if not shape.moe:
         return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)")]
+    folded = folded_tp(point)
     rules = [Rule(shape.experts % point.ep == 0,
                   lambda: f"--ep {point.ep} does not divide the {shape.experts:,} experts of {shape.name}"),
-             Rule(point.data % point.ep == 0,
-                  lambda: f"--ep {point.ep} does not divide the data axis --dp x --fsdp = {point.data:,} "
-                  "(expert parallelism spreads experts over data-parallel ranks)"),
-             Rule((point.fsdp % point.ep == 0) | (point.ep % point.fsdp == 0),
+             Rule((folded * point.data) % point.ep == 0,
+                  lambda: f"--ep {point.ep} does not divide the data axis --dp x --fsdp = {point.data:,}"
+                  + (f" x the {folded} TP ranks --etp folds in" if folded != 1 else "")
+                  + " (expert parallelism spreads experts over data-parallel ranks)"),
+             Rule(((folded * point.fsdp) % point.ep == 0) | (point.ep % (folded * point.fsdp) == 0),
                   lambda: f"--ep {point.ep} and --fsdp {point.fsdp}: one must divide the other (the EP group "
                   "takes the fsdp shards first)")]
-    rules += [Rule(shape.expert_width % point.tp == 0,
-                   lambda: f"--tp {point.tp} does not divide the expert MLP width F_e = {shape.expert_width:,}")]
+    rules += [Rule(shape.expert_width % expert_tp(point) == 0,
+                   lambda: f"--{'tp' if point.etp is None else 'etp'} {expert_tp(point)} does not divide the expert "
+                   f"MLP width F_e = {shape.expert_width:,}"),
+              Rule((folded == 1) | (point.cp == 1),
+                   lambda: f"--etp {expert_tp(point)} below --tp {point.tp} with --cp {point.cp} is not modelled "
+                   "(the expert mesh here leaves CP out)")]
     if not point.sp:
         rules += [Rule(point.tp == 1, lambda: f"--tp {point.tp} with MoE layers needs --sp (the experts see "
                        "sequence-sharded tokens, as Megatron-core requires)")]
     return rules
 
 
+def expert_tp(point):
+    """t_e: the TP ranks one routed expert is split over (all of tp unless --etp says fewer)."""
+    return point.tp if point.etp is None else point.etp
+
+
+def folded_tp(point):
+    """TP ranks that join the experts' data axis: t / t_e (1 unless --etp is below --tp)."""
+    return 1 if point.etp is None else exact_div(point.tp, point.etp)
+
+
 def routed_params_per_layer(shape, point):
-    """Routed-expert parameters of one MoE layer on one device: E / e experts, each split t ways."""
-    return exact_div(shape.experts, point.ep) * exact_div(shape.expert_params(), point.tp)
+    """Routed-expert parameters of one MoE layer on one device: E / e experts, each split t_e ways."""
+    return exact_div(shape.experts, point.ep) * exact_div(shape.expert_params(), expert_tp(point))
 
 
 def expert_shards(point):
-    """N_e: ways expert state is sharded on the data axis: N / e when e divides N, else 1."""
-    if isinstance(point.fsdp, int) and point.fsdp == 1:
+    """N_e: ways expert state is sharded on the data axis, S / e when e divides S = (t / t_e) N, else 1."""
+    span = folded_tp(point) * point.fsdp
+    if isinstance(span, int) and span == 1:
         return 1
-    return exact_div(point.fsdp, minimum(point.ep, point.fsdp))
+    return exact_div(span, minimum(point.ep, span))
 
 
 def expert_point(point):
-    """The point as the routed experts see the data axis: N_e shards, (dp x N) / (e N_e) replicas."""
+    """The point as the routed experts see the data axis: N_e shards, (t / t_e) dp N / (e N_e) replicas."""
     shards = expert_shards(point)
-    return replace(point, fsdp=shards, dp=exact_div(point.data, point.ep * shards))
+    return replace(point, fsdp=shards, dp=exact_div(folded_tp(point) * point.data, point.ep * shards))
 
 
 def routed_factor(shape, point):
@@ -73,7 +93,8 @@ def routed_factor(shape, point):
 
 
 def dispatched_tokens(shape, point):
-    """Token copies one device sends to experts per micro-batch: T / c (/ t under SP) x k_e x the routed factor."""
+    """Token copies one device sends to experts per micro-batch (and, balanced, receives): T / c (/ t under
+    SP) x k_e x the routed factor."""
     local = exact_div(point.tokens, point.cp * (point.tp if point.sp else 1))
     return local * shape.top_k * routed_factor(shape, point)
 
@@ -87,8 +108,8 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
     all-gathers its E token counts (int64) and sends each copy's routing weight (b_a) with an
     all-to-all of its own. Under TP (expert TP =
     t, with SP) the received copies are all-gathered over the TP group before the experts and
-    reduce-scattered after (Megatron-core's MoEAlltoAllTokenDispatcher), S = b_a T/c k_e f D, mirrored
-    in backward. Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine
+    reduce-scattered after (Megatron-core's MoEAlltoAllTokenDispatcher), S = b_a T/c k_e f D t_e / t,
+    mirrored in backward, on the expert TP group (``etp``; the TP group itself when t_e = t). Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine
     all-to-alls); Megatron-core megatron/core/transformer/moe/token_dispatcher.py.
     """
     if not shape.moe:
@@ -108,13 +129,14 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
             out += [Collective("all-to-all", "ep", f"dispatch: {what} to their experts", phase, point.ep, moe_layers,
                                size),
                     Collective("all-to-all", "ep", f"combine: expert {what} back", phase, point.ep, moe_layers, size)]
-    if present(point.tp):
-        gathered = size * point.tp
-        out += [Collective("all-gather", "tp", "routed tokens to the expert TP group", "forward", point.tp,
+    etp = expert_tp(point)
+    if present(etp):
+        gathered = size * etp
+        out += [Collective("all-gather", "etp", "routed tokens to the expert TP group", "forward", etp,
                            moe_layers, gathered),
-                Collective("reduce-scatter", "tp", "expert outputs", "forward", point.tp, moe_layers, gathered),
-                Collective("all-gather", "tp", "expert output gradients", "backward", point.tp, moe_layers, gathered),
-                Collective("reduce-scatter", "tp", "routed token gradients", "backward", point.tp, moe_layers,
+                Collective("reduce-scatter", "etp", "expert outputs", "forward", etp, moe_layers, gathered),
+                Collective("all-gather", "etp", "expert output gradients", "backward", etp, moe_layers, gathered),
+                Collective("reduce-scatter", "etp", "routed token gradients", "backward", etp, moe_layers,
                            gathered)]
     return [c.times(point.micro_steps) for c in out]
 
@@ -128,4 +150,4 @@ def data_collectives(*, params, layers, recipe, point) -> list[Collective]:
 
 
 __all__ = ["EXPERT_AXES", "NAME", "checks", "collectives", "data_collectives", "dispatched_tokens", "expert_point",
-           "expert_shards", "routed_factor", "routed_params_per_layer"]
+           "expert_shards", "expert_tp", "folded_tp", "routed_factor", "routed_params_per_layer"]
