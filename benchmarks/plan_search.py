@@ -2,8 +2,9 @@
 
     python benchmarks/plan_search.py [--repeat 3]
 
-Searches llama3-405b on 4,096 H100s (16M tokens per step, seq 8192, Megatron profile) and llama3-70b
-on 512 (4M tokens, exact accounting); prints layouts considered, feasible, and seconds (best of
+Searches llama3-405b on 4,096 H100s (16M tokens per step, seq 8192, Megatron profile), llama3-70b
+on 512 (4M tokens, exact accounting), and the MoE models deepseek-v3 on 2,048 (15,360 sequences of 4,096,
+its report's batch) and mixtral-8x7b on 64, whose searches add the expert-parallel degree; prints layouts considered, feasible, and seconds (best of
 --repeat). The aggregator's own throughput on a fixed grid is benchmarks/planner_grid.py.
 """
 
@@ -20,7 +21,9 @@ from costmodel.specs.framework import FRAMEWORKS  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
 
 CASES = [("llama3-405b", "megatron", "megatron", 4096, 16 * 2**20, 8192),
-         ("llama3-70b", "cs336", None, 512, 4 * 2**20, 8192)]
+         ("llama3-70b", "cs336", None, 512, 4 * 2**20, 8192),
+         ("deepseek-v3", "megatron", "megatron", 2048, 15360 * 4096, 4096),  # arXiv:2412.19437's 2,048 GPUs, batch
+         ("mixtral-8x7b", "megatron", "megatron", 64, 4 * 2**20, 4096)]
 
 
 def main() -> None:

@@ -48,6 +48,17 @@ def test_hsdp_all_reduces_the_gradient_shard_across_replicas():
     assert (ar.op, ar.group, ar.buffer_bytes) == ("all-reduce", 4, 2 * P / 8)
 
 
+@pytest.mark.parametrize("layout, shard", [(dict(cp=2), 1), (dict(cp=2, dp=4), 1), (dict(cp=2, fsdp=8), 8)])
+def test_context_parallel_ranks_sum_their_gradients(layout, shard):
+    """CP ranks hold the same weights and see different tokens: once per step their gradients (the data
+    axis's reduced shard, 2 P / N in bf16) are all-reduced over the c ranks (Megatron-core reduces over
+    dp x cp). Llama 3 8B, P = 8,030,261,248."""
+    P8 = 8_030_261_248
+    cs = step_collectives(load_model("llama3-8b"), CS336, Layout(tokens=8192, **layout))
+    (ar,) = [c for c in cs if c.axis == "cp" and c.op == "all-reduce"]
+    assert (ar.group, ar.calls, ar.buffer_bytes, ar.phase) == (2, 1, 2 * P8 / shard, "backward")
+
+
 @pytest.mark.parametrize("sp", [False, True])
 def test_tensor_parallel_moves_4BD_per_layer_each_way(sp):
     """Scaling Book training chapter, TP row: 4BD forward + 4BD backward per layer (bytes), less the

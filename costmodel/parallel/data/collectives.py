@@ -25,8 +25,9 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     fsdp, dp, zero = point.fsdp, point.dp, point.zero
     if zero == 0 or not present(fsdp):
         if not (present(dp) or present(fsdp)):
-            return []
-        return [Collective("all-reduce", "data", "gradients", "backward", dp * fsdp, 1, grads)]
+            return context_gradients(grads, point)
+        return [Collective("all-reduce", "data", "gradients", "backward", dp * fsdp, 1, grads)] + \
+            context_gradients(grads, point)
     if zero == 3:
         out = _fsdp_unit("blocks", params - root_params, layers, recipe, fsdp, point.reshard_after_forward)
         out += _fsdp_unit("root: embeddings, norm, output", root_params, 1, recipe, fsdp, False)
@@ -37,7 +38,18 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
                           gather_dtype_bytes(recipe, zero) * params)]
     if present(dp):  # HSDP: replicas all-reduce the gradient shard
         out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, grads / fsdp))
-    return out
+    return out + context_gradients(grads / fsdp, point)
+
+
+def context_gradients(grads, point) -> list[Collective]:
+    """CP ranks hold the same weights and see different tokens: their gradients (the shard each data
+    rank reduced, ``grads``) are summed over the c ranks once per step. Megatron-core reduces over the
+    data-parallel-with-CP group in one collective (parallel_state's dp_cp group); here the CP group
+    is its own all-reduce, like HSDP's replicas."""
+    if not present(point.cp):
+        return []
+    return [Collective("all-reduce", "cp", "gradients (CP ranks hold the same weights)", "backward", point.cp, 1,
+                       grads)]
 
 
 def _fsdp_unit(what: str, params, units, recipe, fsdp, reshard: bool) -> list[Collective]:

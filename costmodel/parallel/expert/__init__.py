@@ -146,7 +146,7 @@ def data_collectives(*, params, layers, recipe, point) -> list[Collective]:
     axis's collectives with the expert shards and replicas, on the expert axes' names (the shared
     experts and the router are dense parameters: the data axis's own rows)."""
     rows = data.collectives(params=params, root_params=0, layers=layers, recipe=recipe, point=expert_point(point))
-    return [replace(c, axis=EXPERT_AXES[c.axis], purpose=f"routed experts: {c.purpose}") for c in rows]
+    return [replace(c, axis=EXPERT_AXES.get(c.axis, c.axis), purpose=f"routed experts: {c.purpose}") for c in rows]
 
 
 __all__ = ["EXPERT_AXES", "NAME", "checks", "collectives", "data_collectives", "dispatched_tokens", "expert_point",
