@@ -38,7 +38,7 @@ def _app(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def _register() -> None:
-    from costmodel.cli import calc, catalog, measure, plan, solve, step
+    from costmodel.cli import calc, catalog, homework, measure, plan, solve, step
 
     for module in (catalog, calc):
         module.register(app)
@@ -47,6 +47,7 @@ def _register() -> None:
     app.command("step")(step.step)
     app.command("plan")(plan.plan)
     measure.register(app)
+    homework.register(app)
 
 
 _register()

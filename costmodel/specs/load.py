@@ -39,7 +39,8 @@ def table_file(hardware, relative: str) -> Path:
     return (roots[0] / relative).resolve()
 
 
-def _unknown(kind: str, name: str, known: list[str]) -> CostModelError:
+def unknown(kind: str, name: str, known: list[str]) -> CostModelError:
+    """One line for an unknown name: the closest known ones, then all of them."""
     if len(name) > NAME or not name.isprintable():
         return CostModelError(f"unknown {kind} {shown(name)}: names are at most {NAME} printable characters "
                               f"(all: {', '.join(sorted(known))})")
@@ -84,7 +85,7 @@ def load_model(name: str):
         data.setdefault("name", path.stem)
         return _model_from(data, str(path))
     if name not in BUILTIN_MODELS:
-        raise _unknown("model", name, list(BUILTIN_MODELS))
+        raise unknown("model", name, list(BUILTIN_MODELS))
     return builtin_model(name)
 
 
@@ -119,7 +120,7 @@ def _hardware_path(name: str, folder: Path | None = None) -> Path:
     """A shipped device's file, or a spec file (relative to ``folder`` when one extends another)."""
     if not _is_path(name):
         if name not in hardware_names():
-            raise _unknown("hardware", name, hardware_names())
+            raise unknown("hardware", name, hardware_names())
         return hardware_dir() / f"{name}.toml"
     return (folder / name) if folder is not None and not Path(name).is_absolute() else Path(name)
 
@@ -196,7 +197,7 @@ def _named_or_file(kind: str, name: str, cls, named: dict):
         data.setdefault("name", path.stem)
         return validate(cls, data, str(path))
     if name not in named:
-        raise _unknown(kind, name, list(named))
+        raise unknown(kind, name, list(named))
     return named[name]
 
 
