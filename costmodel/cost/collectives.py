@@ -44,10 +44,11 @@ def busiest_stage(stages: list[Stage]) -> Stage:
 
     role = StageRole(None, pick(last.role.first, first.role.first), pick(last.role.last, first.role.last))
     dense = None if first.dense_layers is None else pick(last.dense_layers, first.dense_layers)
+    copied = None if first.copied_params is None else pick(last.copied_params, first.copied_params)
     return Stage(role, pick(last.layers, first.layers), pick(last.params, first.params),
                  pick(last.root_params, first.root_params), pick(last.activation_bytes_per_token,
                                                                  first.activation_bytes_per_token),
-                 pick(last.in_flight, first.in_flight), dense, pick(last.expert_params, first.expert_params))
+                 pick(last.in_flight, first.in_flight), dense, pick(last.expert_params, first.expert_params), copied)
 
 
 def step_collectives(shape, recipe, point, stages: list[Stage]) -> list[Collective]:

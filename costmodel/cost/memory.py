@@ -49,15 +49,16 @@ def weight_copy_kind(recipe, point) -> str:
     return "autocast copies"
 
 
-def weight_copy_bytes(recipe, point, *, params, unsaved):
+def weight_copy_bytes(recipe, point, *, params, unsaved, copied=None):
     """FSDP: the gathered copy if kept from forward to backward; else autocast's saved bf16 copies
-    b_c (P - P_unsaved) (``unsaved``: the first stage's first matmuls when the stack is fed with data)."""
+    b_c (P_c - P_unsaved) of the ``copied`` matmul weights (default all ``params``; ``unsaved``: the
+    first stage's first matmuls when the stack is fed with data)."""
     gathered = 0 if point.reshard_after_forward else recipe.compute_bytes * params
     if recipe.compute_weights == "persistent":
         other = 0
     else:
-        other = mem.autocast_weight_copy_bytes(params=params, compute_bytes=recipe.compute_bytes,
-                                               unsaved_params=unsaved)
+        other = mem.autocast_weight_copy_bytes(params=params if copied is None else copied,
+                                               compute_bytes=recipe.compute_bytes, unsaved_params=unsaved)
     return where(data.fsdp_active(point.zero, point.fsdp), gathered, other)
 
 
@@ -217,7 +218,8 @@ class StageMemory:
 def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory:
     """Components per device of one stage, and the framework's overheads."""
     acts = activation_bytes(st, point)
-    copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st))
+    copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st),
+                               copied=st.copied_params)
     parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies,
                        expert_params=st.expert_params)
     return StageMemory(st, acts, parts, overheads(framework, recipe, point, shape, st, parts["activations"]))

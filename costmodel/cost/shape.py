@@ -54,6 +54,7 @@ class Shape:
     learned_positions: int = 0  # rows of a learned position table (0 for RoPE)
     dropout: bool = False
     qk_norm: bool = False  # RMSNorm of d_h on each query and key head (Qwen3)
+    fused: bool = False  # Q, K, V in one matmul, gate and up in one (one autocast cast of the norm output each)
     # mixture of experts (experts 0: every MLP is dense)
     experts: object = 0  # E
     top_k: object = 0  # k_e
@@ -81,7 +82,8 @@ class Shape:
                    out_bias=model.attention_bias, mlp_bias=model.mlp_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
-                   dropout=model.dropout, qk_norm=model.qk_norm, **_moe_fields(model.moe), **_mla_fields(model.mla))
+                   dropout=model.dropout, qk_norm=model.qk_norm, fused=model.fused_projections,
+                   **_moe_fields(model.moe), **_mla_fields(model.mla))
 
     @property
     def mla(self) -> bool:
@@ -329,19 +331,23 @@ class Shape:
     # ---- activations ------------------------------------------------------------------------
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
                                          norm_stats: bool, eager: bool = False, dense: bool = False,
-                                         routed_factor=1, etp=None):
+                                         routed_factor=1, etp=None, autocast: bool = False, residual_bytes=None):
         """One layer keeping everything (less the attention core under selective recompute), per token.
 
         An MoE layer (unless ``dense``): its shared experts in place of the MLP, plus the routed experts'
-        tensors on the busiest device (``routed_factor``: capacity factor or load imbalance)."""
+        tensors on the busiest device (``routed_factor``: capacity factor or load imbalance). Under
+        ``autocast`` the norms save ``residual_bytes`` inputs and each matmul reading a norm output saves
+        its own cast copy (:meth:`norm_output_copies`)."""
         if not self.attention:
             return act_bytes * mem.ffn_activation_elements_per_token(
                 d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated, activation=self.activation,
                 tp=tp, sp=sp)
         moe = self.moe and not dense
         stats = (8 if self.layernorm else 4) if norm_stats else 0  # fp32 rstd (LayerNorm: and mean)
+        qkv_inputs, mlp_inputs = self.norm_output_copies(autocast, dense)
         outside = ac.outside_tp_bytes_per_token(hidden=self.width, act_bytes=act_bytes, dropout=self.dropout,
-                                                norm_stat_bytes=stats)
+                                                norm_stat_bytes=stats, qkv_inputs=qkv_inputs, mlp_inputs=mlp_inputs,
+                                                residual_bytes=act_bytes if residual_bytes is None else residual_bytes)
         mlp_width = self.shared_width if moe else self.mlp_width
         if self.mla:  # MLA's attention tensors (the MLP's alone from the GQA formula, with no heads), its latents
             inside = ac.mla_attention_bytes_per_token(heads=self.heads, qk_head_dim=self.head_dim,
@@ -368,8 +374,27 @@ class Shape:
             out = out + ac.shared_gate_bytes_per_token(hidden=self.width, act_bytes=act_bytes, tp=tp if sp else 1)
         return out
 
+    def norm_output_copies(self, autocast: bool, dense: bool = False) -> tuple[int, int]:
+        """(copies of the attention norm's output, of the MLP norm's) that matmuls save. In low precision
+        one tensor serves every reader: (1, 1). Under autocast the fp32 norm output is cast once per
+        matmul that reads it (autocast does not cache casts of activations): Q, K, V (MLA: its two down
+        projections), gate and up; an MoE layer's router, shared experts' gate and up, and Qwen2-MoE's
+        shared gate (routed copies are gathered before their cast, counted with the experts). A fused
+        QKV or gate-up projection reads it once (``fused_projections``)."""
+        if not (autocast and self.attention):
+            return 1, 1
+        if self.fused:
+            attention, mlp, shared = 1, 1, 1
+        else:
+            attention = 2 if self.mla else 3
+            mlp = shared = 2 if self.gated else 1
+        if self.moe and not dense:  # router + shared experts + their gate
+            return attention, 1 + (shared if self.shared_width else 0) + (1 if self.shared_gate else 0)
+        return attention, mlp
+
     def layer_input_bytes_per_token(self, *, act_bytes, tp, sp: bool):
-        """A fully recomputed layer keeps its input only (split over t with SP)."""
+        """A fully recomputed layer keeps its input only (split over t with SP): ``act_bytes`` is the
+        residual stream's (fp32 under autocast)."""
         return ac.layer_input_bytes_per_token(hidden=self.width, act_bytes=act_bytes) / (tp if sp else 1)
 
     def first_stage_extra_bytes_per_token(self, *, act_bytes, autocast: bool):
@@ -378,14 +403,15 @@ class Shape:
             return 0
         return act_bytes * mem.autocast_input_cast_elements_per_token(d_model=self.width, gated=self.gated)
 
-    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp, norm_stats: bool = True):
-        """The output layer's extras on the last stage (final norm input and statistics, logits input,
-        fp32 logits / t)."""
+    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp, norm_stats: bool = True, residual_bytes=None):
+        """The output layer's extras on the last stage (final norm input in the residual stream's dtype,
+        its statistics, logits input, fp32 logits / t)."""
         if not self.attention:
             return 0
         stats = (8 if self.layernorm else 4) if norm_stats else 0
         return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp,
-                                               norm_stat_bytes=stats)
+                                               norm_stat_bytes=stats,
+                                               residual_bytes=act_bytes if residual_bytes is None else residual_bytes)
 
 
 def _is_zero(value) -> bool:

@@ -19,6 +19,7 @@ class Stage:
     in_flight: object
     dense_layers: object = None  # of the layers, those with a dense MLP (None: all of them)
     expert_params: object = 0  # of the params, routed experts' (sharded over the experts' data group)
+    copied_params: object = None  # matmul weights whose low-precision copy autocast saves (None: params)
 
     @property
     def moe_layers(self):
@@ -55,12 +56,14 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
                                                   tp=point.tp, ends=point.tp_ends, dense_layers=dense)
     act = recipe.activation_bytes
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
-                   flash=point.flash, norm_stats=point.norm_stats, eager=point.eager)
+                   flash=point.flash, norm_stats=point.norm_stats, eager=point.eager, autocast=recipe.autocast,
+                   residual_bytes=recipe.residual_bytes)
     if shape.moe:
         options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
     kept = shape.layer_activation_bytes_per_token(**options)
     again = recomputed_layers(layers, point)
-    per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=act, tp=point.tp,
+    residual = recipe.residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
+    per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
                                                                                     sp=point.sp)
     if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' (the first recomputed first)
         kept_dense = maximum(dense - again, 0)
@@ -68,9 +71,27 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
         act_bytes=act, autocast=recipe.compute_weights == "transient")
     per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
-                                                                              norm_stats=point.norm_stats)
+                                                                              norm_stats=point.norm_stats,
+                                                                              residual_bytes=recipe.residual_bytes)
     flight = pipeline.in_flight(point, role)
-    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed)
+    copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
+    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied)
+
+
+def copied_params(shape, point, layers, dense, role):
+    """Matmul weights on this device whose autocast copy autograd saves: those of every layer it does
+    not recompute (a checkpointed layer's forward runs without saving; its copies are made again in
+    backward), and the output layer's matrix on the last stage (tied: the embedding matrix it reads)."""
+    def matmuls(dense_layer: bool):
+        layer = tensor.block_params_per_device(shape, point.tp, dense_layer)
+        layer = layer - tensor.block_vector_params_per_device(shape, point.tp, dense_layer)
+        return layer if dense_layer or not shape.moe else layer + expert.routed_params_per_layer(shape, point)
+
+    kept = layers - recomputed_layers(layers, point)
+    out = kept * matmuls(not shape.moe)
+    if shape.moe:  # kept dense layers: a dense MLP's matmuls (the first recomputed first)
+        out = out + maximum(dense - recomputed_layers(layers, point), 0) * (matmuls(True) - matmuls(False))
+    return out + role.last * tensor.vocab_rows_per_device(shape, point.tp, point.tp_ends) * shape.width
 
 
 def activation_bytes(stage: Stage, point):

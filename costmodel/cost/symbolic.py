@@ -31,6 +31,7 @@ MEANINGS = {
     "e_e": "routed experts' matmul efficiency (measured table at an expert's shape)",
     "P": "parameters on this device before data-axis sharding",
     "P_e": "of P, routed experts' (sharded over N / min(E_p, N) expert shards)",
+    "P_c": "of P, the matmul weights whose autocast copy is saved (no norms or biases; none of a recomputed layer)",
     "A": "activation bytes on this device before data-axis sharding",
     "U": "parameters whose low-precision copy autograd does not save (first matmuls of a stack fed with data)",
 }
@@ -92,14 +93,16 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     fsdp = symbol("N") if point.fsdp != 1 else 1
     ep = symbol("E_p") if point.ep != 1 else 1
     lettered = replace(point, fsdp=fsdp, ep=ep, shard_activations=exact_fraction(point.shard_activations))
-    P, A, U, P_e = symbol("P"), symbol("A"), symbol("U"), symbol("P_e")
+    P, A, U, P_e, P_c = symbol("P"), symbol("A"), symbol("U"), symbol("P_e"), symbol("P_c")
     unsaved_value = cm.unsaved_params(shape, point, numeric.stage)
     unsaved = U if unsaved_value else 0
     routed = P_e if numeric.stage.expert_params else 0
+    copied_value = numeric.stage.copied_params
+    copied = P if copied_value is None or copied_value == numeric.stage.params else P_c
     comps = cm.components(recipe, lettered, params=P, activation_bytes=A, expert_params=routed,
-                          weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved))
+                          weight_copies=cm.weight_copy_bytes(recipe, lettered, params=P, unsaved=unsaved, copied=copied))
     values = {P: numeric.stage.params, A: numeric.activation_bytes, U: unsaved_value,
-              P_e: numeric.stage.expert_params}
+              P_e: numeric.stage.expert_params, P_c: copied_value if copied == P_c else 0}
     for letter_, value in ((fsdp, point.fsdp), (ep, point.ep)):
         if letter_ != 1:
             values[letter_] = value

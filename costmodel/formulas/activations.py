@@ -18,17 +18,22 @@ GPT (LayerNorm, dropout, GeLU 4h MLP, MHA) gives Korthikanti's Table 2: sbh (34 
 from __future__ import annotations
 
 
-def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0):
-    """Norm and matmul inputs outside the TP region: 4 b_a h (+ 2h of 1-byte dropout masks)
-    (+ the two norms' per-token statistics).
+def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0, residual_bytes=2, qkv_inputs=1,
+                               mlp_inputs=1):
+    """Norm and matmul inputs outside the TP region: 2 b_r h for the norms' inputs, b_a h for each copy of
+    a norm output a matmul saves (+ 2h of 1-byte dropout masks) (+ the two norms' per-token statistics).
 
     Korthikanti Sec. 4.1: LayerNorms 4sbh, QKV input 2sbh, MLP input 2sbh, two dropout masks 2sbh
     (with 2-byte activations: 10sbh in all). Fused norm kernels also keep fp32 statistics per token:
     RMSNorm its rstd (4 B), LayerNorm mean and rstd (8 B); Korthikanti leaves them out
-    (``norm_stat_bytes`` = 0).
+    (``norm_stat_bytes`` = 0). Under autocast (torch.autocast over fp32 weights) the residual stream
+    is fp32 (``residual_bytes`` b_r = 4) and the norms' fp32 output is cast to bf16 once per matmul that
+    reads it: ``qkv_inputs`` copies (3 for separate Q, K, V projections, 1 fused) and ``mlp_inputs``
+    (2 for separate gate and up, 1 fused or GeLU); in low precision one tensor serves them all (1, 1).
     """
     masks = 2 * hidden if dropout else 0  # 1 byte per element each
-    return act_bytes * 4 * hidden + masks + 2 * norm_stat_bytes
+    return (2 * residual_bytes * hidden + act_bytes * hidden * (qkv_inputs + mlp_inputs) + masks
+            + 2 * norm_stat_bytes)
 
 
 def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated):
@@ -68,7 +73,8 @@ def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropo
 
 
 def layer_input_bytes_per_token(*, hidden, act_bytes):
-    """Full recomputation keeps only each layer's input: b_a h (Korthikanti Table 2: 2sbh)."""
+    """Full recomputation keeps only each layer's input: b h in the residual stream's dtype
+    (Korthikanti Table 2: 2sbh; under autocast fp32, 4sbh)."""
     return act_bytes * hidden
 
 
@@ -81,7 +87,7 @@ def layer_activation_bytes_per_token(*, outside, inside, core, tp, sp, policy):
     return outside / (tp if sp else 1) + (inside + kept_core) / tp
 
 
-def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0):
+def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0, residual_bytes=2):
     """The last stage's extras: final norm input and logits matmul input b_a h each, the final norm's
     fp32 statistics (as every other norm's), fp32 logits 4V/t.
 
@@ -89,7 +95,7 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
     The loss's targets (int64 token ids, 8 B per token) and its scalar weight are not counted, like the
     first stage's input ids (measured in tests/test_torch_llama_activations.py).
     """
-    return 2 * act_bytes * hidden + norm_stat_bytes + 4 * vocab / tp
+    return (residual_bytes + act_bytes) * hidden + norm_stat_bytes + 4 * vocab / tp
 
 
 def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None):

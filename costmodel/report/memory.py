@@ -124,7 +124,9 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     if layout.pp > 1:
         _print_stages(out, cost, data["pipeline"], units)
     per_token = top.stage.activation_bytes_per_token
-    out.print(f"Saved for backward per token ({cost.recipe.activations}): {per_token:,.0f} B "
+    dtypes = cost.recipe.activations + (f"; residual stream {cost.recipe.master} under autocast"
+                                        if cost.recipe.autocast and cost.shape.attention else "")
+    out.print(f"Saved for backward per token ({dtypes}): {per_token:,.0f} B "
               f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
     state = cost.state_bytes_unsharded
     out.print(f"Unsharded training state ({cost.recipe.state_bytes_per_param} B/param): {state:,.0f} B "

@@ -119,6 +119,10 @@ class Transformer(Spec):
     seq_len: count(bounds.SEQUENCE) = Field(description="s, training sequence length (tokens)")
     dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
     qk_norm: bool = Field(False, description="RMSNorm of d_h weights on each query and key head (Qwen3)")
+    fused_projections: bool = Field(
+        False, description="Q, K, V computed by one matmul and gate, up by one (Megatron's linear_qkv, linear_fc1); "
+        "under autocast each reads one bf16 cast of the norm output instead of one per projection (Hugging Face "
+        "models project separately)")
     moe: MoE | None = Field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
     mla: MLA | None = Field(None, description="multi-head latent attention in place of GQA (heads and kv_heads "
                             "equal; head_dim unused)")

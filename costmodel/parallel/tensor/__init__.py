@@ -9,7 +9,8 @@ from dataclasses import replace
 from costmodel.mathops import ceil_div, exact_div
 from costmodel.parallel.collective import Rule
 from costmodel.parallel.tensor.collectives import collectives
-from costmodel.parallel.tensor.params import stage_params_per_device
+from costmodel.parallel.tensor.params import (block_params_per_device, block_vector_params_per_device,
+                                              stage_params_per_device, vocab_rows_per_device)
 
 NAME = "tp"
 
@@ -55,4 +56,5 @@ def checks(shape, point) -> list[Rule]:
     return rules
 
 
-__all__ = ["NAME", "as_held", "checks", "collectives", "kv_heads_per_rank", "stage_params_per_device"]
+__all__ = ["NAME", "as_held", "block_params_per_device", "block_vector_params_per_device", "checks", "collectives",
+           "kv_heads_per_rank", "stage_params_per_device", "vocab_rows_per_device"]

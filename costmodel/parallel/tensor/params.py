@@ -23,6 +23,24 @@ def block_params_per_device(shape, tp, dense: bool = False):
     return exact_div(shape.dense_block_params() - replicated, tp) + replicated
 
 
+def block_vector_params_per_device(shape, tp, dense: bool = False):
+    """Of one block on one TP rank, the parameters that are not matmul weights: norm weights (and
+    Qwen3's per-head query/key norms, MLA's latent norms), whole on every rank, and biases (the column-
+    parallel ones split t ways, the row-parallel ones whole). Autocast copies none of them: it lowers
+    matmul weights only, and a linear's backward needs no copy of its bias."""
+    if not shape.attention:
+        return 0
+    mlp_biases = (shape.bias or shape.mlp_bias) and (dense or not shape.moe)
+    column = shape.head_dim * (shape.heads + 2 * shape.kv_heads) if (shape.bias or shape.qkv_bias) else 0
+    if mlp_biases:
+        column = column + (2 if shape.gated else 1) * shape.mlp_width
+    row = ((shape.bias or shape.out_bias) + mlp_biases) * shape.width
+    norms = 2 * shape.norm_params() + (2 * shape.head_dim if shape.qk_norm else 0)
+    if shape.mla:
+        norms = norms + shape.kv_rank + (shape.q_rank if shape.q_latent else 0)
+    return exact_div(column, tp) + row + norms
+
+
 def vocab_rows_per_device(shape, tp, ends: str):
     """Rows of the embedding (or output) matrix on one TP rank."""
     return ceil_div(shape.vocab, tp) if ends == "vocab-parallel" else shape.vocab
