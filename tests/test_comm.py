@@ -94,3 +94,15 @@ def test_gpu_axis_leaves_the_nvlink_domain():
     across = timed_collectives(XXL, CS336, Layout(fsdp=16), h100)
     assert {r.level for r in inside} == {"nvlink"}
     assert {r.level for r in across} == {f"nvlink+{h100.network[-1].name}"}  # two levels: ring in the node, NICs across
+
+
+def test_all_to_all_context_parallel_needs_whole_heads_per_rank():
+    """Ulysses partitions the heads over the c ranks (Jacobs et al. 2023, Sec. 3): 32 heads / tp 2 = 16 per TP
+    rank take cp 16, not cp 32; the ring has no such rule."""
+    from costmodel.errors import CostModelError
+
+    llama = load_model("llama3-8b")
+    step_collectives(llama, CS336, Layout(tp=2, cp=16, cp_kind="a2a", tokens=131072))
+    step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="ring", tokens=131072))
+    with pytest.raises(CostModelError, match="heads per TP rank to divide"):
+        step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="a2a", tokens=131072))

@@ -17,11 +17,18 @@ NAME = "cp"
 
 
 def checks(shape, point) -> list[Rule]:
-    """c must divide the model's training sequence (the layout spec checks the tokens)."""
+    """c must divide the model's training sequence (the layout spec checks the tokens); all-to-all CP
+    needs the heads per TP rank to divide by c (Jacobs et al. 2023, Sec. 3: heads are partitioned)."""
     if not shape.attention:
         return []
-    return [Rule(shape.seq_len % point.cp == 0,
-                 lambda: f"--cp {point.cp} does not divide the sequence length {shape.seq_len:,} of {shape.name}")]
+    rules = [Rule(shape.seq_len % point.cp == 0,
+                  lambda: f"--cp {point.cp} does not divide the sequence length {shape.seq_len:,} of {shape.name}")]
+    if point.cp_kind == "a2a":  # Ulysses re-shards sequence to heads: each of the c ranks takes whole heads
+        rules.append(Rule((shape.heads / point.tp) % point.cp == 0,
+                          lambda: f"--cp {point.cp} with --cp-kind a2a needs the {shape.heads:,} attention heads "
+                          f"{'per TP rank ' if point.tp != 1 else ''}to divide by it (all-to-all CP gives each rank "
+                          "whole heads)"))
+    return rules
 
 
 def collectives(shape, recipe, point, *, layers) -> list[Collective]:
