@@ -143,3 +143,20 @@ def test_critical_path_sums_to_the_step_and_overlap_hides(tp_overlap, p2p_overla
     tp, matmul = data["breakdown"]["tp_s"], data["breakdown"]["matmul_s"]
     assert parts["tp_exposed_s"] == (tp if tp_overlap == "none" else pytest.approx(max(0.0, tp - matmul)))
     assert data["overlaps"] == {"data": "overlap", "tp": tp_overlap, "p2p": p2p_overlap}
+
+
+def test_once_per_step_reduction_hides_behind_the_last_backward_only():
+    """DDP with gradient accumulation reduces once, when the last micro-batch's backward makes the
+    gradients final: accumulating 4 micro-batches must not hide 4 backwards' worth (a notebook found it)."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    def exposed(k):
+        step = evaluate_layout(load_model("nanotron-1b"), load_recipe("megatron"), Layout(dp=64, tokens=1024,
+                               grad_accum=k), load_hardware("h100-sxm")).step
+        return step.data_exposed_s, step.data_comm_s
+
+    (one, comm), (four, same) = exposed(1), exposed(4)
+    assert comm == same and one > 0
+    assert four == pytest.approx(one, rel=1e-12)  # the same last backward hides the same traffic

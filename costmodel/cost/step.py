@@ -15,8 +15,9 @@ from costmodel.cost.flops import StepFlops
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import step as fs
-from costmodel.mathops import ceil_div, exact_div, family, maximum, where
+from costmodel.mathops import above_one, ceil_div, exact_div, family, maximum, where
 from costmodel.parallel import expert, pipeline
+from costmodel.parallel.data import fsdp_active
 
 OVERLAPS = ("overlap", "none")
 PRECISIONS = ("bf16", "fp8")
@@ -214,7 +215,13 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=matmul + elementwise, overlap=p2p_overlap)
     critical = matmul + elementwise + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
     backward_compute = (matmul + elementwise) * 2 / 3  # backward is 2 of the 3 matmul passes
-    exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=backward_compute, overlap=overlap)
+    # FSDP gathers and reduces every micro-batch, behind each one's backward. DDP and ZeRO-1/2 reduce once
+    # per step, as the last micro-batch's backward makes the gradients final (Megatron's overlap_grad_reduce):
+    # without a pipeline only that backward hides it; with one, each stage's reduction also runs under the
+    # other stages' drain (taken, as before, as all of backward: the DGXC fit is unchanged by this rule)
+    per_step = where(above_one(point.pp), backward_compute, backward_compute / point.micro_steps)
+    hidden = where(fsdp_active(point.zero, point.fsdp), backward_compute, per_step)
+    exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=hidden, overlap=overlap)
     step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
