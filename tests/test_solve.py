@@ -121,3 +121,15 @@ def test_bad_input_one_line_exit_2(args, needle):
     assert result.returncode == 2, result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_an_axis_of_degree_one_spans_no_torus_axis():
+    """Pure FSDP over all three v5p torus axes (the Scaling Book's B/N > alpha / 3 = 850): --my's default 1
+    belongs to a TP axis of degree 1 and takes no torus axis (a notebook found it refused)."""
+    from costmodel.solve.batch import solve_batch
+    from costmodel.solve.problem import batch_problem
+    from costmodel.specs.load import load_hardware, load_model
+
+    p = batch_problem(load_model("llama3-70b"), load_hardware("tpu-v5p"), fsdp=8960, tp=1, mx=3, my=1,
+                      overlap="sum", pass_="forward")
+    assert round(solve_batch(p).per_device_batch, 1) == 850.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 from costmodel.parallel import context, data, expert, pipeline, tensor
+from costmodel.mathops import above_one, where
 from costmodel.parallel.collective import Rule
 
 AXES = (pipeline, tensor, context, data, expert)
@@ -39,6 +40,8 @@ def placement_rules(hardware, point) -> list:
                      lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
                      "(its axes are placed on the NVLink domain and nodes automatically)")]
     axes = hardware.level("ici").torus_axes
-    return [Rule(point.mx + point.my <= axes,
+    # an axis of degree 1 spans no torus axis, whatever its --mx/--my says (the default 1 of the other)
+    used = where(above_one(point.data), point.mx, 0) + where(above_one(point.tp), point.my, 0)
+    return [Rule(used <= axes,
                  lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
                  f"{hardware.name} has {axes}")] if axes else []

@@ -45,7 +45,7 @@ def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flo
     from costmodel.cost.checks import placement_rules
     from costmodel.cost.point import Point
 
-    for rule in placement_rules(hardware, Point(mx=mx, my=my)):
+    for rule in placement_rules(hardware, Point(mx=mx, my=my, fsdp=fsdp, tp=tp)):
         if not rule.ok:
             raise CostModelError(rule.message())
     return problem
