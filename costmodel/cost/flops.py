@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost.stage import recomputed_layers
+from costmodel.formulas import flops as fl
 from costmodel.parallel.expert import routed_factor
 
 
@@ -66,10 +67,15 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     ``checkpoint`` non-reentrant (torch.utils.checkpoint with use_reentrant=False, early stop): the
     recomputation stops once every tensor backward needs exists again, so each layer's last matmul,
     whose output only feeds the residual add, is not run again: 2 F D fewer per layer and token
-    (measured with FlopCounterMode in tests/test_torch_llama_activations.py). Reentrant (and
-    Megatron's full recompute) reruns the whole layer."""
+    (measured with FlopCounterMode in tests/test_torch_llama_activations.py); under selective
+    recomputation of math attention the product with V, whose output the output projection saved, is not
+    rerun either (2 s a d_v fewer; flash attention reruns its one kernel whole; tests/test_torch_autocast.py). Reentrant (and Megatron's recompute) reruns all."""
     if point.recompute == "selective":
-        return shape.layers * shape.attention_score_flops_per_token(seq_len)
+        core = shape.attention_score_flops_per_token(seq_len)
+        if point.checkpoint == "non-reentrant" and shape.attention and not point.flash:  # flash: one kernel reruns
+            core = core - fl.attention_value_flops_per_token(seq_len=shape.seq_len if seq_len is None else seq_len,
+                                                             heads=shape.heads, v_head_dim=shape.value_dim)
+        return shape.layers * core
     layer = shape.layer_forward_flops_per_token(seq_len)
     if point.checkpoint == "non-reentrant":
         layer = layer - 2 * shape.mlp_width * shape.width

@@ -360,6 +360,9 @@ class Shape:
         else:
             inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=mlp_width, act_bytes=act_bytes,
                                                   gated=self.gated)
+            if self.fused and flash:  # V is a view of the fused QKV output, which flash keeps alive whole
+                inside = inside + ac.fused_qkv_view_bytes_per_token(heads=self.heads, kv_heads=self.kv_heads,
+                                                                    head_dim=self.head_dim, act_bytes=act_bytes)
         core = ac.attention_core_bytes_per_token(heads=self.heads, head_dim=self.head_dim, seq_len=self.seq_len,
                                                  act_bytes=act_bytes, dropout=self.dropout, flash=flash,
                                                  eager=eager, kv_heads=self.kv_heads)

@@ -48,6 +48,14 @@ def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, 
     return attention + mlp
 
 
+def fused_qkv_view_bytes_per_token(*, heads, kv_heads, head_dim, act_bytes):
+    """With one fused QKV projection and flash attention, V is a view of the projection's output, and the
+    kernel saves V as given: the whole Q K V storage stays alive, b_a (a + a_kv) d_h per token more than
+    V alone (Q and K are saved after RoPE, which makes new tensors). Math attention's matmul saves its own
+    re-laid copy of V, so the fused output is freed. Measured in tests/test_torch_autocast.py."""
+    return act_bytes * (heads + kv_heads) * head_dim
+
+
 def attention_core_bytes_per_token(*, heads, head_dim, seq_len, act_bytes, dropout, flash, eager=False,
                                    kv_heads=None):
     """What the attention core keeps (split over t; dropped by selective recomputation).

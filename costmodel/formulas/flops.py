@@ -43,6 +43,11 @@ def attention_score_flops_per_token(*, seq_len, heads, head_dim):
     return 2 * 2 * seq_len * heads * head_dim
 
 
+def attention_value_flops_per_token(*, seq_len, heads, v_head_dim):
+    """Of the attention core, the product with V: 2 s a d_v per token (half of 4 s a d_h when d_v = d_h)."""
+    return 2 * seq_len * heads * v_head_dim
+
+
 def attention_forward_flops_per_token(*, hidden, heads, kv_heads, head_dim, seq_len):
     """Forward FLOPs per token of one attention: 2 x its projections' weights + 4 s a d_h."""
     projections = hidden * head_dim * (2 * heads + 2 * kv_heads)
