@@ -69,7 +69,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
         kept_dense = maximum(dense - again, 0)
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
-        act_bytes=act, autocast=recipe.compute_weights == "transient")
+        act_bytes=act, autocast=recipe.autocast)
     per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
                                                                               norm_stats=point.norm_stats,
                                                                               residual_bytes=recipe.residual_bytes)

@@ -106,11 +106,11 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
     one brings the outputs back (combine); backward mirrors both with the gradients. S = b_a x token
     copies x D (nccl-tests' all-to-all size: everything a rank sends and keeps). Before them each rank
     all-gathers its E token counts (int64) and sends each copy's routing weight (b_a) with an
-    all-to-all of its own. Under TP (expert TP =
-    t, with SP) the received copies are all-gathered over the TP group before the experts and
-    reduce-scattered after (Megatron-core's MoEAlltoAllTokenDispatcher), S = b_a T/c k_e f D t_e / t,
-    mirrored in backward, on the expert TP group (``etp``; the TP group itself when t_e = t). Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine
-    all-to-alls); Megatron-core megatron/core/transformer/moe/token_dispatcher.py.
+    all-to-all of its own, whose gradient comes back in backward (the router trains through it).
+    With expert TP t_e > 1 (with SP) the received copies are all-gathered over the expert TP group
+    before the experts and reduce-scattered after, S = b_a T/c k_e f D t_e / t, mirrored in backward.
+    Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine all-to-alls);
+    Megatron-core megatron/core/transformer/moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher).
     """
     if not shape.moe:
         return []
