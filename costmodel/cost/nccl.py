@@ -51,12 +51,15 @@ def as_nccl_sees(preset: str, fast, slow):
 def topology(preset: str, nodes: int, per_node: int) -> nt.Topology:
     """The communicator NCCL builds for ``nodes`` x ``per_node`` GPUs of a preset system. The search
     was derived for 8 GPUs per node; a group with fewer GPUs per node keeps the channels and gets
-    per_node/8 of the per-node network bandwidth (each GPU brings its own NIC) (an estimate)."""
+    per_node/8 of the per-node network bandwidth (each GPU brings its own NIC) (an estimate). The
+    multi-node graph's intra-node bandwidth, which the tuner uses on two nodes (its search found it on
+    rings through the NICs), is scaled alike: one GPU per node must not get the whole node's network."""
     one, many = PRESETS[preset]
     if nodes == 1:
         return replace(one, n_ranks=per_node, max_local_ranks=per_node)
     share = min(1.0, per_node / 8)
-    scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share)
+    scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share,
+                            bw_intra_gbs=getattr(many, name).bw_intra_gbs * share)
               for name in ("ring", "tree", "nvls")}
     return replace(many, n_nodes=nodes, n_ranks=nodes * per_node, max_local_ranks=per_node, **scaled)
 
