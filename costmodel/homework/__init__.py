@@ -64,6 +64,12 @@ class Homework:
                           for p in self.parts]}
 
 
+def derivation_lines(derivation) -> list[str]:
+    """An `explain` derivation's steps as answer lines (its title and conventions are the problem's)."""
+    text = derivation.render("text").splitlines()
+    return [line for line in text[1:] if line.strip() and not line.startswith(("Conventions", "- "))]
+
+
 def _latex(hw: Homework, answers: bool) -> str:
     from costmodel.solve.explain import _latex_text
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from costmodel.homework import Homework, Part
+from costmodel.homework import Homework, Part, derivation_lines
 
 TITLE = "Compute-bound batch sizes on a TPU (the Scaling Book's training chapter)"
 SOURCE = "Austin et al. 2025, 'How to Scale Your Model', training chapter (LLaMA-3 70B on v5p); seed 001"
@@ -67,9 +67,7 @@ def problem(seed: int) -> Homework:
              {"compute_bound_ever": found["tp"].compute_bound_ever})
     c = Part("(c)", f"Mixed: X = {p['fsdp']} FSDP x Y = {p['tp']} TP, M_X = {p['mx']}, M_Y = {p['my']}. Above which "
              "batch per chip is it compute-bound when the two axes' communication adds up, and when it overlaps?",
-             [line for line in batch_derivation(found["sum"], p["hardware"]).render("text").splitlines()[1:]
-              if line.strip() and not line.startswith(("Conventions", "- "))]
-             + [f"overlapped (T_comms = max): B/N > {found['max'].per_device_batch:,.1f}, "
+             derivation_lines(batch_derivation(found["sum"], p["hardware"])) + [f"overlapped (T_comms = max): B/N > {found['max'].per_device_batch:,.1f}, "
                 f"B = {found['max'].global_batch:,.0f}"],
              {"per_device_batch": found["sum"].per_device_batch, "per_device_batch_max": found["max"].per_device_batch})
     conventions = ["forward pass", "bf16 weights and activations on the wire", "ring factor dropped (Scaling Book)",

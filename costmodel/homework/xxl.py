@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from costmodel.homework import Homework, Part
+from costmodel.homework import Homework, Part, derivation_lines
 
 TITLE = "Communication accounting for a large FFN stack (CS336 A2 'communication_accounting')"
 SOURCE = "Stanford CS336 (Spring 2025) Assignment 2, Problem communication_accounting; seeds 000 and 001"
@@ -88,7 +88,7 @@ def problem(seed: int) -> Homework:
              "(in practice every second layer) are sharded across N_FSDP devices. Write an expression for how much "
              f"memory this would take per device. What value does N_FSDP need to be for the total memory cost to be "
              f"less than 1 {p['hardware']} ({p['limit_gb']:g}GB per device)?",
-             _lines(derivation) + [f"the state alone (A = 0): N > {fsdp.threshold:.2f} -> N_FSDP = {fsdp.n_fsdp}; "
+             derivation_lines(derivation) + [f"the state alone (A = 0): N > {fsdp.threshold:.2f} -> N_FSDP = {fsdp.n_fsdp}; "
                                    "no N helps once A/2 alone reaches the limit"],
              {"threshold": fsdp.threshold, "n_fsdp": fsdp.n_fsdp})
 
@@ -101,7 +101,7 @@ def problem(seed: int) -> Homework:
              f"and C = {p['peak_flops']:.3g} FLOP/s for {p['hardware']}. Following the Scaling Book's notation, use "
              f"M_X = {p['mx']}, M_Y = {p['my']}, with X = {p['fsdp']} your FSDP dimension and Y = {p['tp']} your TP "
              "dimension. At what per-device batch size is this model compute bound? What is the overall batch size?",
-             _lines(batch_derivation(batch["sum"], p["hardware"]))
+             derivation_lines(batch_derivation(batch["sum"], p["hardware"]))
              + [f"with the two axes' communication overlapped (T_comms = max): B/N > "
                 f"{batch['max'].per_device_batch:,.1f}, B = {batch['max'].global_batch:,.0f}"],
              {"per_device_batch": batch["sum"].per_device_batch, "global_batch": batch["sum"].global_batch,
@@ -119,9 +119,3 @@ def problem(seed: int) -> Homework:
                    "(c) the Scaling Book's forward-pass times, ring factor dropped; T_comms = T_FSDP + T_TP unless "
                    "said otherwise"]
     return Homework("xxl", seed, TITLE, intro, [a, b, c, d], conventions, p)
-
-
-def _lines(derivation) -> list[str]:
-    """A derivation's steps as lines (its title and conventions are the problem's)."""
-    text = derivation.render("text").splitlines()
-    return [line for line in text[1:] if line.strip() and not line.startswith(("Conventions", "- "))]
