@@ -38,7 +38,7 @@ def _app(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def _register() -> None:
-    from costmodel.cli import calc, catalog, homework, measure, plan, solve, step
+    from costmodel.cli import calc, catalog, homework, measure, plan, plot, solve, step
 
     for module in (catalog, calc):
         module.register(app)
@@ -48,6 +48,7 @@ def _register() -> None:
     app.command("plan")(plan.plan)
     measure.register(app)
     homework.register(app)
+    plot.register(app)
 
 
 _register()
