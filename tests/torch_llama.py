@@ -82,6 +82,15 @@ class LlamaBlock(nn.Module):
     def forward(self, x, cos, sin, trace: dict | None = None):
         """``trace``, when given, receives the named intermediates (to say which storage is which)."""
         t = {} if trace is None else trace
+        h1 = self.attention_half(x, cos, sin, t)
+        t["norm2_out"] = n2 = rms_norm(h1, self.norm2)
+        t["gate"], t["up"] = g, u = self.gate(n2), self.up(n2)
+        t["silu"] = a = F.silu(g)
+        t["prod"] = p = a * u
+        return h1 + self.down(p)
+
+    def attention_half(self, x, cos, sin, t: dict):
+        """x + o(attention(norm1(x))): the block up to its MLP (an MoE block reuses it)."""
         b, s, _ = x.shape
         t["x"] = x
         t["norm1_out"] = n1 = rms_norm(x, self.norm1)
@@ -93,11 +102,7 @@ class LlamaBlock(nn.Module):
         t["attn_out"] = attn = self.attention(q, k, v, t)
         t["o_in"] = o_in = attn.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
         t["h1"] = h1 = x + self.o(o_in)
-        t["norm2_out"] = n2 = rms_norm(h1, self.norm2)
-        t["gate"], t["up"] = g, u = self.gate(n2), self.up(n2)
-        t["silu"] = a = F.silu(g)
-        t["prod"] = p = a * u
-        return h1 + self.down(p)
+        return h1
 
     def attention(self, q, k, v, t):
         """Causal attention, q (b, a, s, d), k and v (b, a_kv, s, d); returns (b, a, s, d)."""

@@ -182,3 +182,11 @@ def count_flops(fn) -> tuple[object, int]:
     with FlopCounterMode(display=False) as counter:
         out = fn()
     return out, counter.get_total_flops()
+
+
+def decoder_step_flops(model, tokens) -> tuple[int, int]:
+    """(forward, backward) FLOPs of a decoder's language-modelling step on ``tokens`` (the loss has no matmul)."""
+    logits, forward = count_flops(lambda: model(tokens))
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())
+    _, backward = count_flops(loss.backward)
+    return forward, backward

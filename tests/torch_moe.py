@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_llama import LlamaBlock, apply_rope, rms_norm
+from torch_llama import LlamaBlock, rms_norm
 from torch_models import MLP, Attention
 
 
@@ -107,16 +107,7 @@ class LlamaMoEBlock(LlamaBlock):
 
     def forward(self, x, cos, sin, route=None, trace: dict | None = None):
         t = {} if trace is None else trace
-        b, s, _ = x.shape
-        t["x"] = x
-        t["norm1_out"] = n1 = rms_norm(x, self.norm1)
-        q = self.q(n1).view(b, s, self.heads, self.head_dim)
-        k = self.k(n1).view(b, s, self.kv_heads, self.head_dim)
-        t["v"] = v = self.v(n1).view(b, s, self.kv_heads, self.head_dim)
-        t["q_rope"], t["k_rope"] = q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        t["attn_out"] = attn = self.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), t)
-        t["o_in"] = o_in = attn.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
-        t["h1"] = h1 = x + self.o(o_in)
+        h1 = self.attention_half(x, cos, sin, t)
         t["norm2_out"] = n2 = rms_norm(h1, self.norm2)
         return h1 + self.moe(n2, route, t)
 
