@@ -37,10 +37,9 @@ def memory(
     from costmodel.cost.capacity import capacity_bytes, devices_worth
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.memory import memory as report
-    from costmodel.specs.load import load_framework, load_hardware, load_model, load_recipe
+    from costmodel.specs.load import load_hardware, load_run
 
-    frame = load_framework(framework)
-    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware or "h100-sxm")
     if symbolic and not frame.exact:
         raise CostModelError("--symbolic prints the exact accounting; drop --framework (the overheads are numbers)")

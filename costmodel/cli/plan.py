@@ -40,15 +40,14 @@ def plan(
     from costmodel.errors import CostModelError
     from costmodel.report.plan import plan as report
     from costmodel.solve.plan import command, plan as search, why
-    from costmodel.specs.load import load_framework, load_hardware, load_model, load_recipe
+    from costmodel.specs.load import load_hardware, load_run
 
     if plot is not None:
         from costmodel.report.plot import check_path
 
         check_path(plot)
-    frame = load_framework(framework)
-    spec, device = load_model(model), load_hardware(hardware)
-    rec = load_recipe(recipe or frame.recipe or "cs336")
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
     length = seq or getattr(spec, "seq_len", None)
     if not length:
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")

@@ -57,11 +57,10 @@ def memory_cmd(
     """
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.plot import check_path, stage_memory
-    from costmodel.specs.load import load_framework, load_model, load_recipe
+    from costmodel.specs.load import load_run
 
     check_path(out, "--out")
-    frame = load_framework(framework)
-    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    frame, spec, rec = load_run(model, recipe, framework)
     cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
     stage_memory(cost, out, units)
     typer.echo(f"{spec.name}: memory per device of {len(cost.stages)} stage(s) -> {out}")

@@ -69,10 +69,9 @@ def solve_fsdp_cmd(
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
     from costmodel.report.common import emitted_json, number
-    from costmodel.specs.load import load_framework, load_model, load_recipe
+    from costmodel.specs.load import load_run
 
-    frame = load_framework(framework)
-    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    frame, spec, rec = load_run(model, recipe, framework)
     if symbolic and not frame.exact:
         raise CostModelError("--symbolic solves the exact accounting; drop --framework")
     limit_bytes, source = _limit(limit, hardware)
@@ -141,11 +140,10 @@ def solve_ep_cmd(
     """
     from costmodel.report.common import emitted_json, number
     from costmodel.solve.ep import solve_ep
-    from costmodel.specs.load import load_framework, load_model, load_recipe
+    from costmodel.specs.load import load_run
     from costmodel.units import format_bytes
 
-    frame = load_framework(framework)
-    spec, rec = load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    frame, spec, rec = load_run(model, recipe, framework)
     limit_bytes, source = _limit(limit, hardware)
     answer = solve_ep(spec, rec, layout, limit_bytes, None if frame.exact else frame)
     if answer.ep is None:

@@ -48,16 +48,15 @@ def step(
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.errors import CostModelError
     from costmodel.report.step import step as report
-    from costmodel.specs.load import load_hardware, load_model, load_recipe
+    from costmodel.specs.load import load_hardware, load_run
 
     if attention_flops not in ("full", "causal"):
         from costmodel.inputs.files import shown
 
         raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
-    from costmodel.specs.load import load_framework
 
-    frame = load_framework(framework)
-    spec, rec, device = load_model(model), load_recipe(recipe or frame.recipe or "cs336"), load_hardware(hardware)
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
     if layout.tokens == 0:
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:

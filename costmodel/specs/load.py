@@ -213,3 +213,9 @@ def load_framework(name: str):
     from costmodel.specs.framework import FRAMEWORKS, Framework
 
     return _named_or_file("framework", name, Framework, FRAMEWORKS)
+
+
+def load_run(model: str, recipe: str | None, framework: str):
+    """(framework profile, model, recipe) of a command: the recipe given, else the framework's, else cs336."""
+    frame = load_framework(framework)
+    return frame, load_model(model), load_recipe(recipe or frame.recipe or "cs336")
