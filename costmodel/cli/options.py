@@ -94,8 +94,9 @@ RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K"
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 CheckpointOpt = Annotated[str, typer.Option(metavar="reentrant|non-reentrant",
-    help="With --recompute full or every:K: reentrant reruns each layer whole (Megatron, use_reentrant=True); "
-    "non-reentrant (torch's use_reentrant=False) stops early, skipping each layer's last matmul.",
+    help="How recomputation reruns: reentrant reruns it whole (Megatron, use_reentrant=True); non-reentrant "
+    "(torch's use_reentrant=False) stops early, skipping each layer's last matmul under full or every:K, and "
+    "the product with V under selective recomputation of math attention.",
     rich_help_panel=_ADV)]
 AttentionOpt = Annotated[Optional[str], typer.Option(metavar="flash|math|eager",
     help="Attention implementation: flash (no s x s tensors saved; = --flash), math (grouped GQA, low-precision "
