@@ -65,10 +65,9 @@ class Shape:
     capacity_factor: float | None = None  # None: dropless
     # multi-head latent attention (kv_rank 0: GQA); head_dim is then the query/key width d_nope + d_r
     kv_rank: object = 0  # r_kv
-    q_rank: object = 0  # r_q (with q_latent)
+    q_rank: object = 0  # r_q (0: queries projected from D directly)
     rope_dim: object = 0  # d_r
     v_head_dim: object = 0  # d_v
-    q_latent: bool = False
 
     @classmethod
     def of(cls, model) -> "Shape":
@@ -89,6 +88,11 @@ class Shape:
     def mla(self) -> bool:
         """Whether attention is multi-head latent attention (structure)."""
         return not _is_zero(self.kv_rank)
+
+    @property
+    def q_latent(self) -> bool:
+        """Whether MLA's queries go through a latent (structure: q_rank is not the literal 0)."""
+        return not _is_zero(self.q_rank)
 
     @property
     def value_dim(self):
@@ -438,4 +442,4 @@ def _mla_fields(mla) -> dict:
     if mla is None:
         return {}
     return dict(kv_rank=mla.kv_lora_rank, q_rank=mla.q_lora_rank, rope_dim=mla.qk_rope_head_dim,
-                v_head_dim=mla.v_head_dim, q_latent=mla.q_lora_rank > 0)
+                v_head_dim=mla.v_head_dim)
