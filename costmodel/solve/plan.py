@@ -83,16 +83,16 @@ def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
             for mbs in MICROBATCH_SEQUENCES:
                 if sequences % (data * mbs):
                     continue
-                for ep in _expert_degrees(experts, data, fsdp):
+                for ep in _expert_degrees(experts, data):
                     yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs), ep
 
 
-def _expert_degrees(experts: int, data: int, fsdp: int) -> list[int]:
-    """EP degrees to search: 1 for a dense model, else powers of two dividing E and the data axis
-    that divide or are divided by the fsdp shards (the expert axis's rules)."""
+def _expert_degrees(experts: int, data: int) -> list[int]:
+    """EP degrees to search: 1 for a dense model, else the powers of two up to the data axis that divide E
+    (the expert axis's rules, in the evaluation's mask, reject the ones that do not fit the layout)."""
     if not experts:
         return [1]
-    return [e for e in _powers_of_two(data) if experts % e == 0 and data % e == 0 and (fsdp % e == 0 or e % fsdp == 0)]
+    return [e for e in _powers_of_two(data) if experts % e == 0]
 
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
