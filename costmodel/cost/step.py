@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costmodel.cost import network
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.errors import CostModelError
@@ -49,14 +50,18 @@ class StepTime:
     p2p_overlap: str = "none"
     ep_s: object = 0  # the MoE layers' dispatch and combine all-to-alls (on the critical path)
     expert_efficiency: object = None  # the routed experts' matmuls (MoE models)
+    framework_s: object = 0  # the framework's slower kernels or host-bound floor, beyond the critical path
+    host_floor_s: object = 0  # the framework's host-bound floor of the slowest stage over the step
 
     @property
     def critical_parts(self) -> dict:
         """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
         pipelined critical path, and the exposed data-axis traffic."""
-        critical = self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s + self.p2p_exposed_s
+        critical = (self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s
+                    + self.p2p_exposed_s + self.framework_s)
         return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": self.tp_exposed_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
+                "framework_s": self.framework_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
                 "data_exposed_s": self.data_exposed_s}
 
@@ -84,8 +89,8 @@ class StepTime:
     @property
     def parts(self) -> dict:
         return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_s": self.tp_s,
-                "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "data_comm_s": self.data_comm_s,
-                "data_exposed_s": self.data_exposed_s}
+                "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "framework_s": self.framework_s,
+                "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s}
 
 
 def matmul_efficiency(shape, point, hardware):
@@ -167,9 +172,11 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
-              p2p_overlap: str = "none") -> StepTime:
+              p2p_overlap: str = "none", framework_time=None) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
-    pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`)."""
+    pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
+    measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
+    unoverlapped data-axis traffic (:func:`host_floor`)."""
     for flag, value in (("--overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
         if value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
@@ -222,8 +229,24 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     per_step = where(above_one(point.pp), backward_compute, backward_compute / point.micro_steps)
     hidden = where(fsdp_active(point.zero, point.fsdp), backward_compute, per_step)
     exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=hidden, overlap=overlap)
-    step = fs.pipelined_seconds(critical=critical, bubble=bubble) + exposed
+    extra, floor = 0, 0
+    if framework_time is not None:  # its kernels and host floor; its data-axis traffic unoverlapped
+        floor = host_floor(framework_time, hardware, point, most_layers)
+        extra = fs.framework_critical_seconds(critical=critical, kernel_factor=framework_time.kernel_factor,
+                                              floor=floor) - critical
+        exposed = framework_time.data_factor * by_axis["data"]
+    step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency)
+                    expert_efficiency, extra, floor)
+
+
+def host_floor(ft, hardware, point, layers):
+    """A framework's host-bound floor of the stage with the most ``layers`` over the step: per layer,
+    ``layer_floor_s`` for each node the TP group spans, plus ``pipeline_tp_rank_s`` per TP rank when the
+    pipeline spans nodes (specs.framework.FrameworkTime)."""
+    tp_nodes = network.placement(hardware, point, "tp").domains
+    pipeline_across = where(above_one(network.placement(hardware, point, "pp").domains), 1, 0)
+    per_layer = ft.layer_floor_s * tp_nodes + ft.pipeline_tp_rank_s * point.tp * pipeline_across
+    return fs.host_floor_seconds(micro_batches=point.micro_steps, layers=layers, per_layer=per_layer)

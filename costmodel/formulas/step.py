@@ -39,3 +39,16 @@ def utilisation(*, flops, seconds, devices, peak_flops):
     """FLOPs over what the devices could do in that time: F / (T N C). MFU with model FLOPs, HFU with
     model + recomputed FLOPs (Chowdhery et al. 2022, arXiv:2204.02311, App. B; Korthikanti et al. 2022)."""
     return flops / (seconds * devices * peak_flops)
+
+
+def host_floor_seconds(*, micro_batches, layers, per_layer):
+    """A stage's host-bound floor over the step: every micro-batch runs each of its layers' forward and
+    backward no faster than ``per_layer`` (Python, kernel launches and synchronising collectives: work
+    the GPU waits on when the kernels are small)."""
+    return micro_batches * layers * per_layer
+
+
+def framework_critical_seconds(*, critical, kernel_factor, floor):
+    """The critical path as a framework runs it: its kernels take ``kernel_factor`` x the modelled GPU
+    time, and no stage runs faster than its host-bound ``floor`` (:func:`host_floor_seconds`)."""
+    return maximum(kernel_factor * critical, floor)

@@ -83,8 +83,13 @@ def frameworks(as_json: bool) -> None:
         named = [k for k in terms if f[k]]
         named += [f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []
         named += ["foreach optimizer"] if f["optimizer_step"] == "foreach" else []
-        fitted = (f"a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
+        fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
+        if f["time"]:
+            ft = f["time"]
+            fitted += (f"; time: kernels x{ft['kernel_factor']:g}, floor {ft['layer_floor_s'] * 1e3:.2f} ms/layer "
+                       f"(+{ft['pipeline_tp_rank_s'] * 1e3:.2f} ms per TP rank, pipeline across nodes), data "
+                       f"x{ft['data_factor']:g} unoverlapped")
         t.add_row(f["name"], f["recipe"] or "-", f["split"], ", ".join(named) or "-", fitted,
                   (f["source"] + ("; fitted on " + f["fitted_on"] if f["fitted_on"] else "")) or f["description"])
     console().print(t)
@@ -102,6 +107,7 @@ def template(spec, header: str, first: str = "") -> str:
     """A commented TOML file of ``spec``'s fields (a flat pydantic spec): each field's description as a
     comment, the example's value as the value; unset optional fields commented out."""
     lines = [f"# {line}" for line in header.splitlines()] + [""] + ([first] if first else [])
+    tables = []
     for name, info in type(spec).model_fields.items():
         value = getattr(spec, name)
         note = f"  # {info.description}" if info.description else ""
@@ -109,7 +115,9 @@ def template(spec, header: str, first: str = "") -> str:
             lines.append(f"# {name} = ...{note}")
         elif isinstance(value, (bool, int, float, str)):
             lines.append(f"{name} = {_toml_value(value)}{note}")
-    return "\n".join(lines) + "\n"
+        elif hasattr(value, "model_fields"):  # a nested spec: its own table after the flat fields
+            tables.append(f"\n[{name}]{note}\n" + template(value, "").lstrip("\n").removeprefix("# \n"))
+    return "\n".join(lines) + "\n" + "".join(tables)
 
 
 def print_template(kind: str) -> None:

@@ -5,25 +5,27 @@ from __future__ import annotations
 from costmodel.report.common import console, emit_json, table
 
 
-def errors(hardware, precision: str = "bf16", moe: bool = False):
+def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None):
     """(low, high) of predicted / measured - 1 over the fit's held-out rows, or None without a fit
-    (and for MoE models: no fitted run had experts)."""
+    (and for MoE models: no fitted run had experts); a framework with a fitted time: its runs' spread."""
     if moe:
         return None
+    if framework is not None and framework.time is not None:
+        return framework.time.error_low, framework.time.error_high
     sm = hardware.step_model
     pair = (sm.fp8_error_low, sm.fp8_error_high) if precision == "fp8" else (sm.error_low, sm.error_high)
     return None if None in pair else pair
 
 
-def band(step_s, hardware, precision: str = "bf16", moe: bool = False):
+def band(step_s, hardware, precision: str = "bf16", moe: bool = False, framework=None):
     """(low, high): where the measured step lay for the fit's held-out rows, or None without a band."""
-    pair = errors(hardware, precision, moe)
+    pair = errors(hardware, precision, moe, framework)
     return None if pair is None else (step_s / (1 + pair[1]), step_s / (1 + pair[0]))
 
 
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
-    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe)
+    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
     return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
@@ -48,16 +50,21 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     hidden = {"none": "on the critical path"}
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
+    exposed_note = f"of which exposed ({b.overlap})"
+    if cost.framework and cost.framework.time:
+        exposed_note = f"{cost.framework.name}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
     notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak{experts}", "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
-             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": f"of which exposed ({b.overlap})"}
+             "framework_s": (f"{cost.framework.name}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
+                             f"floor ({b.host_floor_s:.4f} s), fitted" if cost.framework and cost.framework.time else ""),
+             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note}
     for key, value in b.parts.items():
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4f}", notes[key])
     t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
-    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe)
+    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
     no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
         "no fitted range for this device"
     t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]",
@@ -67,7 +74,11 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     out.print(f"Step-model parameters: {hardware.step_model.source}")
-    if low_high:
+    if low_high and cost.framework and cost.framework.time:
+        low, high = errors(hardware, b.precision, cost.shape.moe, cost.framework)
+        out.print(f"{cost.framework.name}'s time: {cost.framework.time.fitted_on}. Range: 90% of those runs "
+                  f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")
+    elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         out.print(f"Range: the step times the fit's held-out rows measured, relative to their predictions "
                   f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")

@@ -1,0 +1,111 @@
+"""nanotron's fitted step time: the host floor by hand, the parts that sum to the step, the band, and
+(slow) that benchmarks/fit_step_nanotron.py refits the constants the spec ships and the accuracy the
+README states."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.cost.evaluate import evaluate_layout
+from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+H100 = load_hardware("h100-sxm")
+NANOTRON = FRAMEWORKS["nanotron"]
+T = NANOTRON.time
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "training-runs" / "ultrascale_playbook_1b_3b.csv"
+
+
+def _cost(layout, model="nanotron-1b", framework=NANOTRON):
+    return evaluate_layout(load_model(model), load_recipe("megatron"), layout, H100, framework=framework)
+
+
+def _most_layers(cost):
+    return max(s.stage.layers for s in cost.stages)
+
+
+@pytest.mark.parametrize("layout, per_layer", [
+    # TP inside one node, no pipeline: the floor per layer is one layer_floor_s
+    (Layout(tp=8, sp=True, dp=2, zero=3, tokens=4096, grad_accum=128), T.layer_floor_s),
+    # TP over 16 GPUs spans 2 nodes of 8
+    (Layout(tp=16, sp=True, zero=3, tokens=4096, grad_accum=64), 2 * T.layer_floor_s),
+    # a pipeline of 2 stages with tp 4 x dp 2 inside each: the stages sit on different nodes
+    (Layout(tp=4, sp=True, pp=2, dp=2, zero=3, tokens=4096, microbatches=64),
+     T.layer_floor_s + 4 * T.pipeline_tp_rank_s),
+    # the same pipeline on one node (tp 2 x dp 2 x pp 2 = 8 GPUs): no pipeline term
+    (Layout(tp=2, sp=True, pp=2, dp=2, zero=3, tokens=4096, microbatches=64), T.layer_floor_s),
+])
+def test_host_floor_by_hand(layout, per_layer):
+    cost = _cost(layout)
+    micro = layout.microbatches or layout.grad_accum
+    assert cost.step.host_floor_s == pytest.approx(micro * _most_layers(cost) * per_layer, rel=1e-12)
+
+
+def test_step_is_the_larger_of_kernels_and_floor_pipelined_plus_unoverlapped_data():
+    layout = Layout(tp=4, sp=True, pp=2, dp=2, zero=3, tokens=4096, microbatches=64)
+    bare = _cost(layout, framework=NANOTRON.model_copy(update={"time": None})).step
+    step = _cost(layout).step
+    critical = bare.matmul_s + bare.elementwise_s + bare.tp_exposed_s + bare.p2p_exposed_s + bare.cp_s + bare.ep_s
+    expected = max(T.kernel_factor * critical, step.host_floor_s) / (1 - bare.bubble) + T.data_factor * bare.data_comm_s
+    assert step.step_s == pytest.approx(expected, rel=1e-12)
+    assert step.step_s > bare.step_s
+    assert sum(step.critical_parts.values()) == pytest.approx(step.step_s, rel=1e-12)
+
+
+def test_small_tp_micro_batches_hit_the_floor_and_large_ones_do_not():
+    small = _cost(Layout(tp=8, sp=True, dp=2, zero=3, tokens=4096, grad_accum=128)).step
+    large = _cost(Layout(tp=8, sp=True, dp=2, zero=3, tokens=16 * 4096, grad_accum=8)).step
+    assert small.framework_s + small.matmul_s + small.elementwise_s + small.tp_exposed_s == pytest.approx(
+        small.host_floor_s, rel=1e-12)
+    assert large.host_floor_s < T.kernel_factor * (large.matmul_s + large.elementwise_s + large.tp_exposed_s)
+
+
+def test_step_json_has_the_framework_part_and_its_band():
+    out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "nanotron-3b", "--hardware", "h100-sxm",
+                          "--framework", "nanotron", "--tp", "4", "--sp", "--dp", "2", "--tokens", "4096",
+                          "--grad-accum", "128", "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["breakdown"]["framework_s"] > 0
+    assert sum(data["critical_path"].values()) == pytest.approx(data["step_s"], rel=1e-9)
+    assert data["step_s_low"] == pytest.approx(data["step_s"] / (1 + T.error_high), rel=1e-12)
+    assert data["step_s_high"] == pytest.approx(data["step_s"] / (1 + T.error_low), rel=1e-12)
+
+
+def test_other_frameworks_have_no_fitted_time():
+    """megatron and torchtitan have no measured runs in the training data: their step is the hardware's."""
+    assert FRAMEWORKS["megatron"].time is None and FRAMEWORKS["torchtitan"].time is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DATA.exists(), reason="needs ../shared/data/training-runs")
+def test_the_fit_reproduces_the_shipped_constants_and_the_readme_figures():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fit_step_nanotron as f
+
+    every = f.runs()
+    sample = [r for r in every if r.nodes < f.LEFT_OUT_NODES]
+    x = f.fit(sample)
+    shipped = (T.kernel_factor, T.layer_floor_s, T.pipeline_tp_rank_s, T.data_factor)
+    assert x == pytest.approx(shipped, rel=2e-3)
+    assert f.error_band(sample, shipped) == pytest.approx((T.error_low, T.error_high), abs=1.5e-3)
+    # the closed form the fit minimises is what cost4d computes with the shipped profile, row by row
+    models = {"1B": "nanotron-1b", "3B": "nanotron-3b"}
+    for run in sample[::50]:
+        step = _cost(run.layout, models[run.model]).step
+        assert step.step_s == pytest.approx(f.predict(run, shipped), rel=1e-9)
+    readme = (ROOT / "README.md").read_text()
+    bare = f.statistics.median(f.errors(sample, (1.0, 0.0, 0.0, 0.0)))
+    assert f"median error {bare:+.1%}" in readme
+    in_sample = f.median_abs(f.errors(sample, shipped))
+    assert f"median |error| of the step time {in_sample:.1%} in-sample over {len(sample)} runs" in readme
+    for held in ("1B", "3B"):
+        other = f.fit([r for r in sample if r.model != held])
+        held_out = f.median_abs(f.errors([r for r in sample if r.model == held], other))
+        assert f"{held_out:.1%} on {held}" in readme
