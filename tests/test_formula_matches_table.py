@@ -193,11 +193,12 @@ OTHER = Path(__file__).parent.parent.parent / "shared" / "data" / "nccl-tests" /
 @pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")
 @pytest.mark.parametrize("name, spec, extra, large, small", [
     ("dgxc-h100x8-allreduce.out", "h100-sxm", [], 7.3, 15),
-    ("aws-p5-2node-allreduce.out", "aws-p5", ["--nodes", "2", "--gpus-per-node", "8"], 7.4, 66),
-    ("aws-p4de-2node-allreduce.out", "aws-p4de", ["--nodes", "2", "--gpus-per-node", "8"], 21.9, 14),
+    ("aws-p5-2node-allreduce.out", "aws-p5", ["--nodes", "2", "--gpus-per-node", "8"], 8.4, 4),
+    ("aws-p4de-2node-allreduce.out", "aws-p4de", ["--nodes", "2", "--gpus-per-node", "8"], 15.4, 3),
 ])
 def test_readme_collective_errors_on_the_shared_logs(name, spec, extra, large, small):
-    """README's validation table, the rows of logs from other clusters (never fitted to)."""
+    """README's validation table, the rows of logs from other clusters (the AWS ones fitted only their
+    measured network hop, benchmarks/fit_network_latency.py)."""
     out = run_json("validate", str(OTHER / name), "--hardware", spec, *extra)
     assert round(out["median_abs_error_pct"], 1) == large
     assert round(_small_median(out)) == small

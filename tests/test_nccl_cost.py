@@ -7,24 +7,55 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from costmodel.cost.nccl import PRESETS, TunedCost
+from costmodel.cost.nccl import PRESETS, TunedCost, choice
 
 GROUPS = [(1, 2), (1, 4), (1, 8), (2, 8), (4, 8), (16, 8), (2, 1), (8, 2), (1, 1)]
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 @pytest.mark.parametrize("op", ["all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce"])
-@pytest.mark.parametrize("huge", [False, True])
-def test_arrays_equal_numbers(preset, op, huge):
+@pytest.mark.parametrize("huge, hop", [(False, None), (True, None), (False, 35.5)])
+def test_arrays_equal_numbers(preset, op, huge, hop):
     rng = np.random.default_rng(7)
     pick = rng.integers(0, len(GROUPS), 400)
     nodes = np.array([GROUPS[i][0] for i in pick], dtype=float)
     per_node = np.array([GROUPS[i][1] for i in pick], dtype=float)
     sizes = np.floor(2.0 ** rng.uniform(3, 52 if huge else 36, 400))  # past 2^51: the two-sort path
-    arrays = TunedCost(preset, op, nodes, per_node, "auto", 4.4e-6).seconds(sizes)
+    arrays = TunedCost(preset, op, nodes, per_node, "auto", 4.4e-6, hop_us=hop).seconds(sizes)
     for i in range(0, 400, 7):
-        number = TunedCost(preset, op, int(nodes[i]), int(per_node[i]), "auto", 4.4e-6).seconds(float(sizes[i]))
+        number = TunedCost(preset, op, int(nodes[i]), int(per_node[i]), "auto", 4.4e-6,
+                           hop_us=hop).seconds(float(sizes[i]))
         assert arrays[i] == pytest.approx(number, rel=1e-12, abs=0)
+
+
+def test_a_measured_hop_keeps_nccls_pick_and_times_it_by_hand():
+    """2 x 8 p5, 8 KiB all-reduce: NCCL (75 us declared) picks tree/LL; with a 35.5 us hop its time is
+    base 6.8 + 2 ((8 - 1) x NVLink 0.6 + log2(2) x (NET tree LL 5.0 + 35.5)) us (tuning.cc:298-347) plus
+    8192 B over tree/LL's bandwidth x the tree correction, the same as without the hop."""
+    declared = choice("aws-p5", "all-reduce", 8192, 2, 8)
+    measured = choice("aws-p5", "all-reduce", 8192, 2, 8, hop_us=35.5)
+    assert declared[:2] == measured[:2] == ("tree", "LL")
+    latency_declared = 6.8 + 2 * (7 * 0.6 + (5.0 + 75.0))
+    latency_measured = 6.8 + 2 * (7 * 0.6 + (5.0 + 35.5))
+    assert declared[2] - measured[2] == pytest.approx((latency_declared - latency_measured) * 1e-6, rel=1e-12)
+    assert choice("aws-p5", "all-reduce", 8192, 1, 8, hop_us=35.5) == choice("aws-p5", "all-reduce", 8192, 1, 8)
+
+
+def test_the_shipped_hops_are_what_the_fit_gives():
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    if not (bench.parent.parent / "shared" / "data").is_dir():
+        pytest.skip("../shared/data is beside the checkout (CI links it)")
+    sys.path.insert(0, str(bench))
+    import fit_network_latency as f
+
+    from costmodel.specs.load import load_hardware
+
+    for name, log in f.SYSTEMS.items():
+        hardware = load_hardware(name)
+        assert f.fit(hardware, f.LOGS / log) * 1e-6 == pytest.approx(hardware.nccl.network_latency_s, rel=1e-12)
 
 
 def test_letters_evaluate_to_the_number():

@@ -71,27 +71,45 @@ def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
     return replace(topo, algorithms_env=frozenset({ALGORITHM_NAMES.get(algorithm, algorithm)}))
 
 
-def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int, algorithm: str = "auto"):
-    """(algorithm, protocol, seconds) NCCL's tuner picks for one buffer (one rank: free)."""
-    return _choice(preset, op, int(buffer_bytes), int(nodes), int(per_node), algorithm)
+def with_hop(topo: nt.Topology, hop_us: float | None) -> nt.Topology:
+    """The topology with each network hop taking ``hop_us`` (measured) instead of the latency the NIC
+    plugin declares: NCCL chooses with the declared one, the wire takes the measured one."""
+    if hop_us is None:
+        return topo
+    return replace(topo, **{name: replace(getattr(topo, name), latency_inter_us=hop_us)
+                            for name in ("ring", "tree", "nvls", "collnet_direct", "collnet_chain")})
+
+
+def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int, algorithm: str = "auto",
+           hop_us: float | None = None):
+    """(algorithm, protocol, seconds) NCCL's tuner picks for one buffer (one rank: free); with a measured
+    network ``hop_us``, the pick timed with it."""
+    return _choice(preset, op, int(buffer_bytes), int(nodes), int(per_node), algorithm, hop_us)
 
 
 @functools.lru_cache(maxsize=65536)  # a long log asks for the same few sizes and groups again and again
-def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, algorithm: str):
+def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, algorithm: str, hop_us):
     if nodes * per_node <= 1:
         return "none", "none", 0.0
     topo = restricted(topology(preset, nodes, per_node), algorithm)
     try:  # without NCCL's one-hour sentinel, so huge buffers price like the array path
-        return nt.choose(TUNED[op], buffer_bytes, topo, cap_us=math.inf)
+        algo, proto, seconds = nt.choose(TUNED[op], buffer_bytes, topo, cap_us=math.inf)
     except ValueError:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
                              "(its tuner disables it there)") from None
+    if hop_us is None or nodes == 1:
+        return algo, proto, seconds
+    return algo, proto, 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes,
+                                               topo=with_hop(topo, hop_us))
 
 
-def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str) -> list[tuple]:
-    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0) of every (algorithm, protocol)
-    the tuner would consider: time = latency (x 1.4 past the plateau) + S / (1000 B x correction)."""
+def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None) -> list[tuple]:
+    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us) of every
+    (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the plateau)
+    + S / (1000 B x correction) picks one; the timed latency (a measured network hop) replaces the
+    latency in its time."""
     topo = restricted(topology(preset, nodes, per_node), algorithm)
+    timed = with_hop(topo, hop_us)
     coll, out = TUNED[op], []
     for algo in nt.ALGORITHMS:
         if not nt.is_candidate(coll=coll, algo=algo, topo=topo):
@@ -102,8 +120,16 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str) 
                 plateau = (algo == "ring" and proto == "Simple" and topo.n_nodes > 1 and coll == "all_reduce")
                 out.append((nt.latency_us(coll=coll, algo=algo, proto=proto, topo=topo), bandwidth,
                             proto if algo == "tree" and coll == "all_reduce" else None,
-                            64 * topo.coll_channels * topo.n_ranks if plateau else 0))
+                            64 * topo.coll_channels * topo.n_ranks if plateau else 0,
+                            nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed)))
     return out
+
+
+def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto") -> "TunedCost":
+    """NCCL's tuner for ``op`` on a spec's system: its topology preset, launch floor and measured hop."""
+    spec = hardware.nccl
+    hop = None if spec.network_latency_s is None else spec.network_latency_s * 1e6
+    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop)
 
 
 @dataclass(frozen=True)
@@ -118,6 +144,7 @@ class TunedCost:
     launch: float = 0.0  # no collective over 2 or more ranks takes less (the spec's launch_s)
     offset: float = 0.0  # a calibration of model nccl: t = offset + scale x the tuner's time
     scale: float = 1.0
+    hop_us: float | None = None  # a measured network hop, where it differs from the declared one
 
     def groups(self, shape: tuple):
         """The distinct (nodes, GPUs per node) of an array group, and each element's index among them
@@ -134,11 +161,13 @@ class TunedCost:
     def seconds(self, buffer_bytes):
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
-            tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm)[2]
+            tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm,
+                           self.hop_us)[2]
             return self.offset + self.scale * max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
         if kind == "numpy":
             return _array_seconds(self, buffer_bytes)
-        tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node)
+        tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node,
+                             self.hop_us)
         tuned = maximum(tuned, self.launch) if self.launch else tuned
         return self.offset + self.scale * tuned if (self.offset, self.scale) != (0.0, 1.0) else tuned
 
@@ -177,58 +206,64 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
         sizes, size_at = np.unique(whole, return_inverse=True)
         combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
         group, s = combos // len(sizes), sizes[combos % len(sizes)]
-    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys))
-    latency, bandwidth, tree, plateau = (column[:, group] for column in table)  # K x distinct (group, size)
-    lat = np.where((plateau > 0) & (s >= plateau), latency * 1.4, latency)
+    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys),
+                   cost.hop_us)
+    latency, bandwidth, tree, plateau, timed = (column[:, group] for column in table)  # K x distinct (group, size)
+    past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
     bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
     inside = (bucket >= 0) & (bucket < factors.shape[1])
     correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
-    best = np.min(lat + s / (1000 * bandwidth * correction), axis=0)[back.ravel()]
+    transfer = s / (1000 * bandwidth * correction)
+    pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
+    chosen = np.take_along_axis(np.where(past, timed * 1.4, timed) + transfer, pick[None], axis=0)[0]
+    best = chosen[back.ravel()]
     free = (nodes * per_node).ravel() <= 1
     priced = cost.offset + cost.scale * np.maximum(best * 1e-6, cost.launch)
     return np.where(free, 0.0, priced).reshape(size.shape)
 
 
 @functools.lru_cache(maxsize=256)
-def _slots(preset: str, op: str, algorithm: str, pairs: tuple) -> tuple:
-    """(latency, bandwidth, tree-protocol row, plateau bytes), each K x pairs: K candidate slots per
-    (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3 is 'no correction'."""
+def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> tuple:
+    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency), each K x pairs: K candidate
+    slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3 is 'no correction'."""
     import numpy as np
 
-    found = [candidates(preset, op, int(n), int(g), algorithm) if n * g > 1 else [] for n, g in pairs]
+    found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None) if n * g > 1 else []
+             for n, g in pairs]
     k = max(1, max(len(c) for c in found))
     latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
-    tree, plateau = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs)))
+    tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
+        (k, len(pairs)), np.inf)
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat) in enumerate(rows):
-            latency[i, j], bandwidth[i, j], plateau[i, j] = lat, bw, plat
+        for i, (lat, bw, tree_proto, plat, lat_timed) in enumerate(rows):
+            latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau
+    return latency, bandwidth, tree.astype(int), plateau, timed
 
 
-def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node):
+def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node, hop_us=None):
     """t_NCCL_<op>(S, N, g): an opaque function of letters that becomes the tuner's number once they are
     numbers (substitution), or its array once they are arrays (lambdify)."""
-    return _function(preset, op, algorithm)(buffer_bytes, nodes, per_node)
+    return _function(preset, op, algorithm, hop_us)(buffer_bytes, nodes, per_node)
 
 
 _FUNCTIONS: dict = {}
 
 
-def _function(preset: str, op: str, algorithm: str):
-    """One sympy Function class per (preset, op, algorithm), made once (sympy compares by class)."""
-    key = (preset, op, algorithm)
+def _function(preset: str, op: str, algorithm: str, hop_us=None):
+    """One sympy Function class per (preset, op, algorithm, hop), made once (sympy compares by class)."""
+    key = (preset, op, algorithm, hop_us)
     if key not in _FUNCTIONS:
         import sympy
 
         def evaluate(cls, size, n, g):
             if all(arg.is_number for arg in (size, n, g)):
-                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm)[2])
+                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm, hop_us)[2])
             return None
 
         name = f"t_NCCL_{op.replace('-', '_')}" + ("" if algorithm == "auto" else f"_{algorithm}")
         _FUNCTIONS[key] = type(name, (sympy.Function,), {
             "eval": classmethod(evaluate),
-            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm).seconds(size))})
+            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm, hop_us=hop_us).seconds(size))})
     return _FUNCTIONS[key]

@@ -237,10 +237,9 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
     """NCCL's tuner, scaled where the spec holds a calibration of model nccl for the level, and replaced
     where it holds one of model ring: a fit inside the node prices groups inside a node, one across
     nodes groups across nodes; the tuner prices the rest."""
-    from costmodel.cost.nccl import Calibrated, TunedCost
+    from costmodel.cost.nccl import Calibrated, tuned_cost
 
-    tuned = TunedCost(hardware.nccl.topology, op, where_.domains, where_.per_domain, algorithm,
-                      hardware.nccl.launch_s or 0.0)
+    tuned = tuned_cost(hardware, op, where_.domains, where_.per_domain, algorithm)
     fast, slow = _levels(hardware)
     levels = (fast, slow) if len(hardware.network) > 1 else (fast,)
     priced = []

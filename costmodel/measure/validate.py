@@ -173,9 +173,9 @@ def _tuner_fit(hardware, collective, algorithm, level, nodes, per_node, points) 
     """t = a + b x NCCL's tuned time (the tuner as the spec has it, uncalibrated), least squares in
     relative error like the ring fit with S replaced by the tuned time: a scale that carries over to
     other group sizes on the level, where a ring fit holds for the fitted size only."""
-    from costmodel.cost.nccl import TunedCost
+    from costmodel.cost.nccl import tuned_cost
 
-    tuned = TunedCost(hardware.nccl.topology, collective, nodes, per_node, algorithm, hardware.nccl.launch_s or 0.0)
+    tuned = tuned_cost(hardware, collective, nodes, per_node, algorithm)
     pairs = [(tuned.seconds(s), t) for s, t in points]
     latency, scale = fit_offset_scale(pairs)
     residuals = [(s, 100 * (latency + scale * x - t) / t) for (s, t), (x, _) in zip(points, pairs)]

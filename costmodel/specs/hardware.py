@@ -135,6 +135,10 @@ class Nccl(Spec):
         None, description="host time to launch one GPU's share of a collective: no collective takes less, and "
         "one thread driving G GPUs (nccl-tests -g G) takes at least G of these; None = not known (0)")
     launch_source: Text = Field("", description="where launch_s comes from")
+    network_latency_s: Seconds | None = Field(
+        None, description="what one network hop takes, measured, where it differs from the latency the NIC "
+        "plugin declares (NCCL picks algorithms with the declared one; the time uses this); None = the declared")
+    network_latency_source: Text = Field("", description="where network_latency_s comes from")
     source: Text
 
 
