@@ -106,3 +106,47 @@ def test_all_to_all_context_parallel_needs_whole_heads_per_rank():
     step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="ring", tokens=131072))
     with pytest.raises(CostModelError, match="heads per TP rank to divide"):
         step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="a2a", tokens=131072))
+
+
+@pytest.mark.parametrize("block, norms", [("sequential", 2), ("parallel", 1), ("parallel-two-norms", 2)])
+@pytest.mark.parametrize("sp", [False, True])
+def test_parallel_blocks_reduce_attention_and_mlp_once(block, norms, sp):
+    """Per layer and micro-batch, a sequential block has two column/row pairs (Megatron: f and g each);
+    a parallel block sums attention's and the MLP's partial outputs and reduces them once (GPT-NeoX
+    gpt_j_residual: output = residual + self.reduce(attention + mlp), megatron/model/transformer.py),
+    while each of its two column-parallel linears keeps its f (an input-gradient all-reduce, or with SP an
+    all-gather before and a reduce-scatter after). Under SP the norms' gradients are all-reduced once."""
+    from costmodel.specs.model import Transformer
+
+    layers, tokens, width = 3, 4096, 64
+    model = Transformer(name="t", hidden=width, ffn_hidden=256, layers=layers, heads=4, kv_heads=4, vocab=128,
+                        seq_len=tokens, block=block)
+    cs = [c for c in step_collectives(model, RECIPES["megatron"], Layout(tp=4, sp=sp, tokens=tokens))
+          if c.purpose not in ("embedding output (vocabulary-parallel)", "output-layer input gradient",
+                               "parallel cross-entropy (max, sum, target)", "embedding output gradient",
+                               "output-layer input")]
+    calls = {(c.op, c.phase): c.calls for c in cs}
+    outputs = 2 if block == "sequential" else 1
+    size = 2 * tokens * width
+    assert all(c.buffer_bytes == size for c in cs if c.phase != "optimizer")
+    if sp:
+        assert calls == {("all-gather", "forward"): 2 * layers, ("reduce-scatter", "forward"): outputs * layers,
+                         ("all-gather", "backward"): outputs * layers, ("reduce-scatter", "backward"): 2 * layers,
+                         ("all-reduce", "optimizer"): norms * layers + 1}
+    else:
+        assert calls == {("all-reduce", "forward"): outputs * layers, ("all-reduce", "backward"): 2 * layers}
+
+
+def test_tpu_data_axes_cross_dcn_only_beyond_one_ici_domain():
+    """PaLM 540B's 2 x 3072 TPU v4 chips (arXiv:2204.02311 Sec. 4): TP 12 x FSDP 256 inside each pod
+    (ICI), the 2 pods' data parallelism over DCN; the whole data group spans both."""
+    from costmodel.cost.network import placement
+    from costmodel.cost.point import Point
+
+    tpu = load_hardware("tpu-v4")
+    point = Point.of(Layout(tp=12, fsdp=256, dp=2, tokens=8192))
+    assert placement(tpu, point, "fsdp").dcn is False
+    assert placement(tpu, point, "dp").dcn is True
+    assert placement(tpu, point, "data").dcn is True
+    inside = Point.of(Layout(tp=4, fsdp=256, dp=2, tokens=8192))  # 2,048 chips: one pod
+    assert placement(tpu, inside, "dp").dcn is False

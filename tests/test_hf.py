@@ -39,16 +39,22 @@ def test_llama3_8b_per_component():
 @pytest.mark.parametrize("fixture, count", [
     ("mistral-7b-v0.1.json", 7_241_732_096),  # HF model card: 7.24B
     ("qwen2-7b.json", 7_615_616_512),  # HF model card: 7.62B; Q, K, V carry biases
+    # parallel blocks; the counts are transformers 5.23's models built on the meta device from these configs
+    ("gpt-neox-20b.json", 20_554_567_680),  # two LayerNorms per layer, biases everywhere, untied
+    ("falcon-7b.json", 6_921_720_704),  # one LayerNorm per layer, multi-query, no biases, tied
+    ("falcon-40b.json", 41_303_293_952),  # new decoder architecture: ln_attn and ln_mlp, 8 KV heads
 ])
 def test_other_families(fixture, count):
     assert total_params(load_model(str(HF / fixture))) == count
 
 
-def test_unsupported_architecture_is_one_line():
-    result = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", str(HF / "gpt-neox-20b.json")],
+def test_unsupported_architecture_is_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 1024}))
+    result = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", str(path)],
                             capture_output=True, text=True)
     assert result.returncode == 2
-    assert "model_type 'gpt_neox' is not supported" in result.stderr
+    assert "model_type 'bloom' is not supported" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -59,3 +65,21 @@ def test_missing_key_is_named(tmp_path):
     path.write_text(json.dumps(config))
     with pytest.raises(CostModelError, match="missing 'intermediate_size'"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize("fixture, block, kv_heads", [("gpt-neox-20b.json", "parallel-two-norms", 64),
+                                                       ("falcon-7b.json", "parallel", 1),
+                                                       ("falcon-40b.json", "parallel-two-norms", 8)])
+def test_parallel_families_read_their_block(fixture, block, kv_heads):
+    model = load_model(str(HF / fixture))
+    assert (model.block, model.kv_heads, model.mlp, model.norm) == (block, kv_heads, "gelu", "layernorm")
+
+
+def test_falcon_rw_key_names(tmp_path):
+    """Older Falcon configs (RWConfig) spell n_head, n_layer, n_head_kv: transformers' attribute_map."""
+    config = json.loads((HF / "falcon-40b.json").read_text())
+    for new, old in (("num_attention_heads", "n_head"), ("num_hidden_layers", "n_layer"), ("num_kv_heads", "n_head_kv")):
+        config[old] = config.pop(new)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert total_params(load_model(str(path))) == 41_303_293_952

@@ -65,16 +65,18 @@ CASES = [  # (case, flash, recompute, use_reentrant, marks); prediction source i
 ]
 
 
-def spec():
+def spec(block="sequential"):
     return Transformer(name="tiny", hidden=H, ffn_hidden=FFN, layers=1, heads=HEADS, kv_heads=KV_HEADS,
-                       head_dim=HEAD_DIM, vocab=VOCAB, seq_len=SEQ)
+                       head_dim=HEAD_DIM, vocab=VOCAB, seq_len=SEQ, block=block)
 
 
-def block_and_inputs(flash, gqa="grouped"):
+def block_and_inputs(flash, gqa="grouped", kind="sequential"):
     torch.manual_seed(0)
-    block = LlamaBlock(H, FFN, HEADS, KV_HEADS, HEAD_DIM, flash=flash, gqa=gqa).to(torch.bfloat16)
+    block = LlamaBlock(H, FFN, HEADS, KV_HEADS, HEAD_DIM, flash=flash, gqa=gqa, block=kind).to(torch.bfloat16)
     with torch.no_grad():  # norm weights away from 1 so their gradients matter
-        block.norm1.uniform_(0.5, 1.5), block.norm2.uniform_(0.5, 1.5)
+        for norm in (block.norm1, block.norm2):
+            if norm is not None:
+                norm.uniform_(0.5, 1.5)
     cos, sin = rope_tables(SEQ, HEAD_DIM, torch.bfloat16)
     x = torch.randn(BATCH, SEQ, H, dtype=torch.bfloat16, requires_grad=True)
     return block, x, cos, sin
@@ -93,10 +95,13 @@ def measure(block, x, cos, sin, recompute="none", use_reentrant=None):
     return storage_bytes(saved, exclude), storage_breakdown(saved, names, exclude), out
 
 
+@pytest.mark.parametrize("kind", ["sequential", "parallel", "parallel-two-norms"])
 @pytest.mark.parametrize("flash, recompute, use_reentrant",
                          [pytest.param(f, r, u, id=c, marks=m) for c, f, r, u, m in CASES])
-def test_saved_bytes_match_formula(flash, recompute, use_reentrant):
-    block, x, cos, sin = block_and_inputs(flash)
+def test_saved_bytes_match_formula(flash, recompute, use_reentrant, kind):
+    """Parallel blocks (x + attn(n(x)) + mlp(n(x))) save one norm input, and with one norm one norm
+    output and one rstd, for both halves; two norms of the same x save x once."""
+    block, x, cos, sin = block_and_inputs(flash, kind=kind)
     kept, parts, out = measure(block, x, cos, sin, recompute, use_reentrant)
 
     out.float().sum().backward()  # sanity: the block trains
@@ -104,9 +109,9 @@ def test_saved_bytes_match_formula(flash, recompute, use_reentrant):
 
     layout = Layout(flash=flash, recompute=recompute)
     if recompute == "full":
-        per_token = costs.input_bytes_per_token(spec(), ACT_BYTES, layout)
+        per_token = costs.input_bytes_per_token(spec(kind), ACT_BYTES, layout)
     else:
-        per_token = costs.layer_bytes_per_token(spec(), ACT_BYTES, layout)
+        per_token = costs.layer_bytes_per_token(spec(kind), ACT_BYTES, layout)
     assert kept == TOKENS * per_token, {k: v / TOKENS for k, v in parts.items()}  # per token, by storage
 
 

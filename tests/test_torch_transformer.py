@@ -27,6 +27,12 @@ CASES = [  # (case, spec fields, input batch x seq)
     ("gpt-mha", dict(GPT, hidden=32, ffn_hidden=128, layers=2, heads=4, kv_heads=4, vocab=100), (2, 12)),
     ("gpt-gqa-untied", dict(GPT, hidden=32, ffn_hidden=128, layers=2, heads=4, kv_heads=2, vocab=100,
                             tied_embeddings=False), (2, 16)),
+    ("gptj-parallel", dict(GPT, hidden=32, ffn_hidden=128, layers=2, heads=4, kv_heads=4, vocab=100,
+                           block="parallel"), (2, 12)),
+    ("neox-parallel-two-norms", dict(GPT, hidden=32, ffn_hidden=128, layers=3, heads=4, kv_heads=4, vocab=100,
+                                     tied_embeddings=False, block="parallel-two-norms"), (2, 12)),
+    ("palm-parallel-mqa", dict(LLAMA, hidden=24, ffn_hidden=64, layers=2, heads=6, kv_heads=1, vocab=50,
+                               block="parallel"), (1, 9)),
 ]
 
 
@@ -65,6 +71,18 @@ PUBLISHED = [  # (case, spec fields, parameters as published)
     ("gpt2", dict(GPT, hidden=768, ffn_hidden=3072, layers=12, heads=12, kv_heads=12, vocab=50257,
                   max_position=1024, seq_len=1024), 124_439_808),
 ]
+
+
+def test_palm_540b_is_table_1s_540_35b():
+    """Chowdhery et al. 2022 Table 1: 540.35B parameters. By hand: per layer q, o 2 D (48 x 256), k, v
+    2 D 256 (multi-query), SwiGLU 3 D 4D, one weight-only norm D (parallel block); embeddings V D
+    shared with the output; a final norm D."""
+    from costmodel.specs.load import load_model
+
+    d, heads, head, layers, vocab = 18432, 48, 256, 118, 256000
+    per_layer = 2 * d * heads * head + 2 * d * head + 3 * d * 4 * d + d
+    expected = layers * per_layer + vocab * d + d
+    assert Shape.of(load_model("palm-540b")).total_params() == expected == 540_356_474_880
 
 
 @pytest.mark.parametrize("fields, expected", [pytest.param(f, n, id=c) for c, f, n in PUBLISHED])

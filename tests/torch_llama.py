@@ -65,12 +65,18 @@ def apply_rope(x, cos, sin):
 
 
 class LlamaBlock(nn.Module):
-    """x + o(attn(rope(q, k, v)(norm1(x)))), then + down(silu(gate(.)) * up(.)) of norm2; no biases."""
+    """x + o(attn(rope(q, k, v)(norm1(x)))), then + down(silu(gate(.)) * up(.)) of norm2; no biases.
 
-    def __init__(self, hidden, ffn_hidden, heads, kv_heads, head_dim, flash: bool, gqa: str = "grouped"):
+    ``block="parallel"``: x + attn(norm1(x)) + mlp(norm1(x)), one norm (GPT-J, PaLM);
+    ``"parallel-two-norms"``: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)."""
+
+    def __init__(self, hidden, ffn_hidden, heads, kv_heads, head_dim, flash: bool, gqa: str = "grouped",
+                 block: str = "sequential"):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim, self.flash, self.gqa = heads, kv_heads, head_dim, flash, gqa
-        self.norm1, self.norm2 = nn.Parameter(torch.ones(hidden)), nn.Parameter(torch.ones(hidden))
+        self.block = block
+        self.norm1 = nn.Parameter(torch.ones(hidden))
+        self.norm2 = None if block == "parallel" else nn.Parameter(torch.ones(hidden))
         self.q = nn.Linear(hidden, heads * head_dim, bias=False)
         self.k = nn.Linear(hidden, kv_heads * head_dim, bias=False)
         self.v = nn.Linear(hidden, kv_heads * head_dim, bias=False)
@@ -83,7 +89,10 @@ class LlamaBlock(nn.Module):
         """``trace``, when given, receives the named intermediates (to say which storage is which)."""
         t = {} if trace is None else trace
         h1 = self.attention_half(x, cos, sin, t)
-        t["norm2_out"] = n2 = rms_norm(h1, self.norm2)
+        if self.block == "parallel":
+            n2 = t["norm1_out"]
+        else:
+            t["norm2_out"] = n2 = rms_norm(h1 if self.block == "sequential" else x, self.norm2)
         t["gate"], t["up"] = g, u = self.gate(n2), self.up(n2)
         t["silu"] = a = F.silu(g)
         t["prod"] = p = a * u

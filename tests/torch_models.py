@@ -105,18 +105,24 @@ def _norm(spec):
 
 
 class Block(nn.Module):
-    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
+    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)); parallel (spec.block): x + attn(norm1(x))
+    + mlp(norm1(x)) with one norm (GPT-J), or + mlp(norm2(x)) with two (GPT-NeoX)."""
 
     def __init__(self, spec):
         super().__init__()
-        self.norm1, self.norm2 = _norm(spec), _norm(spec)
+        self.kind = spec.block
+        self.norm1 = _norm(spec)
+        self.norm2 = None if spec.block == "parallel" else _norm(spec)
         self.attn = Attention(spec.hidden, spec.heads, spec.kv_heads, spec.dim_per_head,
                               spec.bias, rope=spec.position == "rope")
         self.mlp = MLP(spec.hidden, spec.ffn_hidden, gated=spec.mlp == "swiglu", bias=spec.bias)
 
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+        if self.kind == "sequential":
+            x = x + self.attn(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+        n1 = self.norm1(x)
+        return x + self.attn(n1) + self.mlp(n1 if self.norm2 is None else self.norm2(x))
 
 
 class Decoder(nn.Module):

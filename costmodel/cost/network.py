@@ -73,7 +73,7 @@ def placement(hardware, point, axis: str) -> Placement:
     else:
         ranks = _degree(point, axis)
     if hardware.kind == "tpu":
-        return _tpu_placement(hardware, point, axis, ranks)
+        return _tpu_placement(hardware, point, axis, ranks, inner)
     fast = hardware.network[0]
     if fast.domain_size is None or len(hardware.network) == 1:
         return Placement(axis, ranks, ranks, 1)
@@ -81,14 +81,16 @@ def placement(hardware, point, axis: str) -> Placement:
     return Placement(axis, ranks, per_domain, ranks / per_domain)
 
 
-def _tpu_placement(hardware, point, axis: str, ranks) -> Placement:
+def _tpu_placement(hardware, point, axis: str, ranks, inner=1) -> Placement:
+    """A data axis crosses slices over DCN when it and the axes inside it (``inner``, AXIS_ORDER) hold
+    more chips than one ICI domain: PaLM's 2 x 3072 chips keep TP x FSDP in each pod, DP across them."""
     ici = hardware.level("ici")
     data_axis = axis in ("dp", "fsdp", "data", "ep") or axis.startswith("expert-")
     dcn = False
     if ici.domain_size and data_axis:
-        dcn = point.devices > ici.domain_size
+        dcn = inner * ranks > ici.domain_size
         if dcn is True and not any(level.kind == "dcn" for level in hardware.network):
-            raise CostModelError(f"{point.devices} chips exceed one {hardware.name} ICI domain "
+            raise CostModelError(f"{inner * ranks} chips exceed one {hardware.name} ICI domain "
                                  f"({ici.domain_size}) and the spec has no 'dcn' level")
     m = point.my if axis in ("tp", "etp") else point.mx if data_axis else 1
     return Placement(axis, ranks, ranks, 1, scale=m, dcn=dcn)

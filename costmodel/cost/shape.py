@@ -55,6 +55,7 @@ class Shape:
     dropout: bool = False
     qk_norm: bool = False  # RMSNorm of d_h on each query and key head (Qwen3)
     fused: bool = False  # Q, K, V in one matmul, gate and up in one (one autocast cast of the norm output each)
+    block: str = "sequential"  # sequential, parallel (one norm) or parallel-two-norms (specs.model.Transformer)
     # mixture of experts (experts 0: every MLP is dense)
     experts: object = 0  # E
     top_k: object = 0  # k_e
@@ -81,7 +82,7 @@ class Shape:
                    out_bias=model.attention_bias, mlp_bias=model.mlp_bias,
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
-                   dropout=model.dropout, qk_norm=model.qk_norm, fused=model.fused_projections,
+                   dropout=model.dropout, qk_norm=model.qk_norm, fused=model.fused_projections, block=model.block,
                    **_moe_fields(model.moe), **_mla_fields(model.mla))
 
     @property
@@ -98,6 +99,23 @@ class Shape:
     def value_dim(self):
         """Each head's value width (d_v for MLA; d_h otherwise)."""
         return self.v_head_dim if self.mla else self.head_dim
+
+    @property
+    def norms_per_layer(self) -> int:
+        """Norms in a block: two, or one when attention and the MLP read the same norm (parallel)."""
+        return 1 if self.block == "parallel" else 2
+
+    @property
+    def norm_inputs_per_layer(self) -> int:
+        """Residual-stream tensors the block's norms save: x and x + attn(.) in a sequential block; x
+        alone in a parallel one (two norms of the same x save one storage)."""
+        return 2 if self.block == "sequential" else 1
+
+    @property
+    def tp_outputs_per_layer(self) -> int:
+        """Row-parallel partial sums reduced per block: attention's and the MLP's, or their sum once in a
+        parallel block (GPT-NeoX gpt_j_residual: self.reduce after attention + MLP)."""
+        return 2 if self.block == "sequential" else 1
 
     @property
     def moe(self) -> bool:
@@ -164,22 +182,22 @@ class Shape:
         if not self.attention:
             return pa.ffn_block_params(d_model=self.width, d_ff=self.mlp_width, gated=self.gated)
         if self.moe:
-            return self.attention_params() + sum(self.moe_parts().values()) + 2 * self.norm_params()
+            return self.attention_params() + sum(self.moe_parts().values()) + self.norms_per_layer * self.norm_params()
         return self.dense_block_params()
 
     def dense_block_params(self):
         """Parameters of a block with a dense MLP (every block of a dense model)."""
         if not self.attention:
             return self.block_params()
-        return self.attention_params() + self.dense_mlp_params() + 2 * self.norm_params()
+        return self.attention_params() + self.dense_mlp_params() + self.norms_per_layer * self.norm_params()
 
     def block_replicated_params(self, dense: bool = False):
-        """Parameters of a block every TP rank keeps whole: two norms, the row-parallel biases, the
+        """Parameters of a block every TP rank keeps whole: its norms, the row-parallel biases, the
         per-head query and key norms; an MoE layer's (unless ``dense``) router and shared-expert gate too."""
         if not self.attention:
             return 0
         row_biases = (self.bias or self.out_bias) + (self.bias or self.mlp_bias)  # attention-out, MLP-out
-        out = 2 * self.norm_params() + row_biases * self.width
+        out = self.norms_per_layer * self.norm_params() + row_biases * self.width
         out = out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
         if self.mla:
             out = out + pa.mla_replicated_params(hidden=self.width, q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
@@ -210,7 +228,7 @@ class Shape:
             "attention": self.layers * self.attention_params(),
             "mlp": (self.layers - self.moe_layers) * self.dense_mlp_params(),
             **({name: self.moe_layers * count for name, count in self.moe_parts().items()} if self.moe else {}),
-            "norms": (2 * self.layers + 1) * self.norm_params(),
+            "norms": (self.norms_per_layer * self.layers + 1) * self.norm_params(),
             "output": self.output_params(),
         }
         return {name: count for name, count in parts.items() if not _is_zero(count)}
@@ -351,7 +369,8 @@ class Shape:
         qkv_inputs, mlp_inputs = self.norm_output_copies(autocast, dense)
         outside = ac.outside_tp_bytes_per_token(hidden=self.width, act_bytes=act_bytes, dropout=self.dropout,
                                                 norm_stat_bytes=stats, qkv_inputs=qkv_inputs, mlp_inputs=mlp_inputs,
-                                                residual_bytes=act_bytes if residual_bytes is None else residual_bytes)
+                                                residual_bytes=act_bytes if residual_bytes is None else residual_bytes,
+                                                norm_inputs=self.norm_inputs_per_layer, norms=self.norms_per_layer)
         mlp_width = self.shared_width if moe else self.mlp_width
         if self.mla:  # MLA's attention tensors (the MLP's alone from the GQA formula, with no heads), its latents
             inside = ac.mla_attention_bytes_per_token(heads=self.heads, qk_head_dim=self.head_dim,
@@ -387,9 +406,10 @@ class Shape:
         matmul that reads it (autocast does not cache casts of activations): Q, K, V (MLA: its two down
         projections), gate and up; an MoE layer's router, shared experts' gate and up, and Qwen2-MoE's
         shared gate (routed copies are gathered before their cast, counted with the experts). A fused
-        QKV or gate-up projection reads it once (``fused_projections``)."""
+        QKV or gate-up projection reads it once (``fused_projections``). A parallel block's one norm
+        output serves attention and the MLP: in low precision (1, 0)."""
         if not (autocast and self.attention):
-            return 1, 1
+            return (1, 0) if self.block == "parallel" else (1, 1)
         if self.fused:
             attention, mlp, shared = 1, 1, 1
         else:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 
 def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0, residual_bytes=2, qkv_inputs=1,
-                               mlp_inputs=1):
+                               mlp_inputs=1, norm_inputs=2, norms=2):
     """Norm and matmul inputs outside the TP region: 2 b_r h for the norms' inputs, b_a h for each copy of
     a norm output a matmul saves (+ 2h of 1-byte dropout masks) (+ the two norms' per-token statistics).
+    A parallel block (x + attn(n(x)) + mlp(n(x))) saves one norm input (``norm_inputs`` 1) and, with one
+    norm (``norms`` 1), one statistic and one norm output for both matmuls (``mlp_inputs`` 0).
 
     Korthikanti Sec. 4.1: LayerNorms 4sbh, QKV input 2sbh, MLP input 2sbh, two dropout masks 2sbh
     (with 2-byte activations: 10sbh in all). Fused norm kernels also keep fp32 statistics per token:
@@ -32,8 +34,8 @@ def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0,
     (2 for separate gate and up, 1 fused or GeLU); in low precision one tensor serves them all (1, 1).
     """
     masks = 2 * hidden if dropout else 0  # 1 byte per element each
-    return (2 * residual_bytes * hidden + act_bytes * hidden * (qkv_inputs + mlp_inputs) + masks
-            + 2 * norm_stat_bytes)
+    return (norm_inputs * residual_bytes * hidden + act_bytes * hidden * (qkv_inputs + mlp_inputs) + masks
+            + norms * norm_stat_bytes)
 
 
 def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated):

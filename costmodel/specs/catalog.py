@@ -51,6 +51,14 @@ BUILTIN_MODELS: dict[str, dict] = {
         heads=128, kv_heads=8, vocab=128256, seq_len=8192, description="Llama 3.1 405B",
         source=_HF + "meta-llama/Llama-3.1-405B; Llama Team 2024, arXiv:2407.21783, Table 3",
     ),
+    "palm-540b": dict(
+        kind="transformer", name="palm-540b", hidden=18432, ffn_hidden=73728, layers=118, heads=48, kv_heads=1,
+        head_dim=256, vocab=256000, seq_len=2048, tied_embeddings=True, block="parallel",
+        description="PaLM 540B: parallel blocks, multi-query attention, SwiGLU, shared embeddings, no biases",
+        source="Chowdhery et al. 2022, arXiv:2204.02311: Table 1 (118 layers, d_model 18432, 48 heads of 256, "
+        "d_ff = 4 d_model, 540.35B parameters), Sec. 2 (SwiGLU, parallel layers, multi-query attention, RoPE, "
+        "shared input-output embeddings, no biases, 256k SentencePiece vocabulary; 256,000 gives 540.356B); "
+        "its LayerNorms have no bias, counted as RMSNorm's weight-only D"),
 }
 
 _NANOTRON = ("huggingface/nanotron@e24d2483a4e508e1298ed91b5f5abffa473dc647 scripts/scaling_benchmarks.py "

@@ -1,5 +1,6 @@
-"""Hugging Face config.json -> Transformer spec, for Llama, Mistral and Qwen2/3-style models and the
-mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE and DeepSeek-V3 (multi-head latent attention).
+"""Hugging Face config.json -> Transformer spec, for Llama, Mistral and Qwen2/3-style models, the
+mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE and DeepSeek-V3 (multi-head latent attention), and the
+parallel-block families GPT-NeoX (Pythia) and Falcon.
 
 Keys as in transformers' LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config / MixtralConfig /
 Qwen2MoeConfig / Qwen3MoeConfig / DeepseekV3Config (whose multi-token-prediction layers, like
@@ -12,7 +13,8 @@ from __future__ import annotations
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_neox",
+             "falcon")
 #: model_type -> (experts, experts per token, expert width) keys of its MoE config
 _MOE_KEYS = {"mixtral": ("num_local_experts", "num_experts_per_tok", "intermediate_size"),
              "qwen2_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size"),
@@ -34,6 +36,14 @@ def from_hf_config(data: dict, name: str, where: str) -> dict:
     if kind not in SUPPORTED:
         raise CostModelError(f"{where}: model_type {shown(kind, 40)} is not supported; cost4d reads "
                              f"{', '.join(SUPPORTED)} configs")
+    architectures = data.get("architectures", [kind])
+    if not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+        raise CostModelError(f"{where}: 'architectures' must be a list of class names (strings), "
+                             f"found {shown(architectures, 40)}")
+    described = dict(kind="transformer", name=name, description=f"{', '.join(architectures)[:200]} from {where}",
+                     source=where)
+    if kind in _PARALLEL_FAMILIES:
+        return {**described, **_PARALLEL_FAMILIES[kind](_keys(data, kind), where)}
     missing = [key for key in _REQUIRED + _MOE_KEYS.get(kind, ()) + (_MLA_KEYS if kind == "deepseek_v3" else ())
                if key not in data]
     if missing:
@@ -42,13 +52,9 @@ def from_hf_config(data: dict, name: str, where: str) -> dict:
         raise CostModelError(f"{where}: hidden_act {shown(data['hidden_act'], 40)}: only SiLU (SwiGLU) MLPs are supported")
     heads = data["num_attention_heads"]
     kv_heads = data.get("num_key_value_heads")
-    architectures = data.get("architectures", [kind])
-    if not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
-        raise CostModelError(f"{where}: 'architectures' must be a list of class names (strings), "
-                             f"found {shown(architectures, 40)}")
     qkv_bias = kind == "qwen2" or (kind == "qwen2_moe" and data.get("qkv_bias", True) is True)
     return dict(
-        kind="transformer", name=name, hidden=data["hidden_size"], ffn_hidden=data["intermediate_size"],
+        **described, hidden=data["hidden_size"], ffn_hidden=data["intermediate_size"],
         layers=data["num_hidden_layers"], heads=heads, kv_heads=heads if kv_heads is None else kv_heads,
         head_dim=data.get("head_dim"), vocab=data["vocab_size"],
         tied_embeddings=data.get("tie_word_embeddings", False), mlp="swiglu", norm="rmsnorm",
@@ -56,8 +62,68 @@ def from_hf_config(data: dict, name: str, where: str) -> dict:
         mlp_bias=data.get("mlp_bias", False) is True, position="rope",
         seq_len=data["max_position_embeddings"], qk_norm=kind in ("qwen3", "qwen3_moe"),
         moe=_moe(data, kind, where) if kind in _MOE_KEYS else None,
-        mla=_mla(data) if kind == "deepseek_v3" else None,
-        description=f"{', '.join(architectures)[:200]} from {where}", source=where)
+        mla=_mla(data) if kind == "deepseek_v3" else None)
+
+
+#: transformers' FalconConfig.attribute_map: the names older (RW) Falcon configs use
+_FALCON_ALIASES = {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers", "n_head_kv": "num_kv_heads"}
+
+
+def _keys(data: dict, kind: str) -> dict:
+    """The config with older key spellings mapped to transformers' names (Falcon's RW configs)."""
+    if kind != "falcon":
+        return data
+    mapped = {_FALCON_ALIASES[k]: v for k, v in data.items() if k in _FALCON_ALIASES}
+    return {**mapped, **{k: v for k, v in data.items() if k not in _FALCON_ALIASES}}  # transformers' names win
+
+
+def _require(data: dict, keys, kind: str, where: str) -> None:
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise CostModelError(f"{where}: missing {missing[0]!r} (needed for a {kind} config)")
+
+
+def _gelu(data: dict, key: str, default: str, where: str) -> None:
+    act = data.get(key, default)
+    if not (isinstance(act, str) and act.startswith("gelu")):
+        raise CostModelError(f"{where}: {key} {shown(act, 40)}: only GeLU MLPs are supported for this family")
+
+
+def _gpt_neox(data: dict, where: str) -> dict:
+    """GPT-NeoX / Pythia (transformers' GPTNeoXLayer): LayerNorms with bias, fused QKV with bias
+    (attention_bias), a GeLU MLP with biases, partial rotary (no parameters), untied output by default;
+    use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)), else sequential."""
+    _require(data, _REQUIRED, "gpt_neox", where)
+    _gelu(data, "hidden_act", "gelu", where)
+    heads, biased = data["num_attention_heads"], data.get("attention_bias", True) is True
+    return dict(hidden=data["hidden_size"], ffn_hidden=data["intermediate_size"], layers=data["num_hidden_layers"],
+                heads=heads, kv_heads=heads, vocab=data["vocab_size"], seq_len=data["max_position_embeddings"],
+                tied_embeddings=data.get("tie_word_embeddings", False) is True, mlp="gelu", norm="layernorm",
+                bias=biased, mlp_bias=not biased, position="rope", fused_projections=True,
+                block="parallel-two-norms" if data.get("use_parallel_residual", True) is True else "sequential")
+
+
+def _falcon(data: dict, where: str) -> dict:
+    """Falcon (transformers' FalconDecoderLayer): LayerNorms with bias, fused QKV, a GeLU MLP of
+    ffn_hidden_size (default 4 D), biases only with ``bias``, tied embeddings by default; multi_query:
+    one KV head, new_decoder_architecture: num_kv_heads of them and two norms (ln_attn, ln_mlp);
+    parallel_attn with one input_layernorm otherwise. ALiBi and RoPE carry no parameters."""
+    _require(data, ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"), "falcon", where)
+    _gelu(data, "activation", "gelu", where)
+    hidden, heads, new = data["hidden_size"], data["num_attention_heads"], data.get("new_decoder_architecture") is True
+    if new:
+        kv_heads = data.get("num_kv_heads") or heads
+    else:
+        kv_heads = 1 if data.get("multi_query", True) is True else heads
+    block = "parallel-two-norms" if new else "parallel" if data.get("parallel_attn", True) is True else "sequential"
+    return dict(hidden=hidden, ffn_hidden=data.get("ffn_hidden_size") or 4 * hidden, layers=data["num_hidden_layers"],
+                heads=heads, kv_heads=kv_heads, vocab=data["vocab_size"],
+                seq_len=data.get("max_position_embeddings", 2048), tied_embeddings=data.get("tie_word_embeddings", True)
+                is True, mlp="gelu", norm="layernorm", bias=data.get("bias", False) is True, position="rope",
+                fused_projections=True, block=block)
+
+
+_PARALLEL_FAMILIES = {"gpt_neox": _gpt_neox, "falcon": _falcon}
 
 
 def _moe(data: dict, kind: str, where: str) -> dict:

@@ -123,6 +123,10 @@ class Transformer(Spec):
         False, description="Q, K, V computed by one matmul and gate, up by one (Megatron's linear_qkv, linear_fc1); "
         "under autocast each reads one bf16 cast of the norm output instead of one per projection (Hugging Face "
         "models project separately)")
+    block: Literal["sequential", "parallel", "parallel-two-norms"] = Field(
+        "sequential", description="how attention and MLP combine: sequential x + attn(n1(x)), then + mlp(n2(.)) "
+        "(Llama, GPT); parallel x + attn(n(x)) + mlp(n(x)) with one norm (GPT-J, PaLM, Falcon-7B); "
+        "parallel-two-norms x + attn(n1(x)) + mlp(n2(x)) (GPT-NeoX, Pythia, Falcon-40B)")
     moe: MoE | None = Field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
     mla: MLA | None = Field(None, description="multi-head latent attention in place of GQA (heads and kv_heads "
                             "equal; head_dim unused)")
@@ -130,6 +134,8 @@ class Transformer(Spec):
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "Transformer":
+        if self.block != "sequential" and (self.moe is not None or self.mla is not None):
+            raise ValueError(f"block={self.block!r} with MoE or MLA is not modelled (no such model is known)")
         if self.moe is not None and self.moe.dense_layers >= self.layers:
             raise ValueError(f"moe.dense_layers={self.moe.dense_layers} leaves none of the {self.layers} layers MoE")
         if self.mla is not None and self.kv_heads != self.heads:

@@ -26,14 +26,15 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None)
     pairs = 2 * layers if shape.attention else layers  # attention and MLP
     if dense_layers is not None:  # attention, the dense MLPs, the shared experts
         pairs = layers + dense_layers + ((layers - dense_layers) if shape.shared_width else 0)
-    out = block_collectives(tokens=tokens, width=shape.width, layers=pairs, tp=point.tp, act_bytes=act, sp=sp,
-                            first_input_grad=shape.attention or shape.input_requires_grad)
+    outputs = shape.tp_outputs_per_layer * layers if shape.attention and dense_layers is None else pairs
+    out = block_collectives(tokens=tokens, width=shape.width, inputs=pairs, outputs=outputs, tp=point.tp,
+                            act_bytes=act, sp=sp, first_input_grad=shape.attention or shape.input_requires_grad)
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
                                ends=point.tp_ends, first=first, last=last)
     out = [c.times(point.micro_steps) for c in out]
     if shape.attention and sp:
-        out += [norm_gradient_allreduce(norms=2 * layers + last, width=shape.width, tp=point.tp,
+        out += [norm_gradient_allreduce(norms=shape.norms_per_layer * layers + last, width=shape.width, tp=point.tp,
                                         grad_bytes=recipe.grad_comm_bytes)]
     if shape.attention and point.tp_kv == "replicate":
         copies = maximum(floor_div(point.tp, shape.kv_heads), 1)  # ranks holding one KV head (1: no copies)
@@ -51,28 +52,31 @@ def replicated_kv_gradient_allreduce(shape, *, layers, copies, grad_bytes) -> Co
                       grad_bytes * per_head)
 
 
-def block_collectives(*, tokens, width, layers, tp, act_bytes, sp: bool, pairs_per_layer: int = 1,
+def block_collectives(*, tokens, width, inputs, outputs, tp, act_bytes, sp: bool,
                       first_input_grad: bool = True) -> list[Collective]:
     """TP collectives of one micro-batch on ``tokens`` tokens of ``width`` (= D) activations.
 
-    Each column/row pair (the FFN block; attention and MLP in a transformer layer) all-reduces its
-    T x D output in forward and its input gradient in backward; with sequence parallelism, an
-    all-gather before and a reduce-scatter after, mirrored in backward. S = b_act T D each.
-    When the first pair's input needs no gradient (an FFN stack fed with data), autograd computes
-    none and that backward collective does not happen (checked in tests/test_torch_distributed.py).
+    Each column-parallel input (the f operator: ``inputs`` of them) all-reduces its gradient in
+    backward; each row-parallel output (g: ``outputs``) all-reduces in forward. A column/row pair (the
+    FFN block; attention and MLP in a sequential layer) has one of each; a parallel block sums
+    attention's and the MLP's partial outputs and reduces them once (GPT-NeoX gpt_j_residual,
+    megatron/model/transformer.py: ``output = residual + self.reduce(output)``) while each of its two
+    column-parallel linears keeps its own f. With sequence parallelism the f's are an all-gather in
+    forward and a reduce-scatter in backward, the g's a reduce-scatter in forward and an all-gather in
+    backward. S = b_act T D each. When the first input needs no gradient (an FFN stack fed with data),
+    autograd computes none and that backward collective does not happen (tests/test_torch_distributed.py).
     """
-    calls = layers * pairs_per_layer
-    grad_calls = calls if first_input_grad else calls - 1
+    grad_calls = inputs if first_input_grad else inputs - 1
     size = act_bytes * tokens * width
     if not sp:
         return [
-            Collective("all-reduce", "tp", "block outputs", "forward", tp, calls, size),
+            Collective("all-reduce", "tp", "block outputs", "forward", tp, outputs, size),
             Collective("all-reduce", "tp", "input gradients", "backward", tp, grad_calls, size),
         ]
     return [
-        Collective("all-gather", "tp", "sequence-sharded inputs", "forward", tp, calls, size),
-        Collective("reduce-scatter", "tp", "block outputs", "forward", tp, calls, size),
-        Collective("all-gather", "tp", "output gradients", "backward", tp, calls, size),
+        Collective("all-gather", "tp", "sequence-sharded inputs", "forward", tp, inputs, size),
+        Collective("reduce-scatter", "tp", "block outputs", "forward", tp, outputs, size),
+        Collective("all-gather", "tp", "output gradients", "backward", tp, outputs, size),
         Collective("reduce-scatter", "tp", "input gradients", "backward", tp, grad_calls, size),
     ]
 

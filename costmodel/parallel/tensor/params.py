@@ -35,7 +35,7 @@ def block_vector_params_per_device(shape, tp, dense: bool = False):
     if mlp_biases:
         column = column + (2 if shape.gated else 1) * shape.mlp_width
     row = ((shape.bias or shape.out_bias) + mlp_biases) * shape.width
-    norms = 2 * shape.norm_params() + (2 * shape.head_dim if shape.qk_norm else 0)
+    norms = shape.norms_per_layer * shape.norm_params() + (2 * shape.head_dim if shape.qk_norm else 0)
     if shape.mla:
         norms = norms + shape.kv_rank + (shape.q_rank if shape.q_latent else 0)
     return exact_div(column, tp) + row + norms
