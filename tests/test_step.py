@@ -54,11 +54,19 @@ def test_step_cli_json():
     assert 0 < payload["mfu"] <= payload["hfu"] <= 1
 
 
+def _without_step_model(tmp_path) -> str:
+    text = (Path(__file__).resolve().parents[1] / "hardware" / "tpu-v5p.toml").read_text()
+    path = tmp_path / "no-step.toml"
+    path.write_text(text[:text.index("[step_model]")])
+    return str(path)
+
+
 @pytest.mark.parametrize("args, needle", [
-    (["--hardware", "tpu-v5p", "--fsdp", "16", "--tokens", "4096"], "no step_model section"),
+    (["--hardware", "NO_STEP", "--fsdp", "16", "--tokens", "4096"], "no step_model section"),
     (["--hardware", "h100-sxm", "--fsdp", "8"], "--tokens must be positive"),
 ])
-def test_step_bad_input(args, needle):
+def test_step_bad_input(args, needle, tmp_path):
+    args = [_without_step_model(tmp_path) if a == "NO_STEP" else a for a in args]
     out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "xxl", *args],
                          capture_output=True, text=True)
     assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
@@ -160,3 +168,19 @@ def test_once_per_step_reduction_hides_behind_the_last_backward_only():
     (one, comm), (four, same) = exposed(1), exposed(4)
     assert comm == same and one > 0
     assert four == pytest.approx(one, rel=1e-12)  # the same last backward hides the same traffic
+
+
+def test_every_shipped_device_has_a_sourced_step_model():
+    """`step` runs on every device in hardware/ (issue 11): each has a step_model whose source says
+    where its numbers come from."""
+    from costmodel.specs.load import load_hardware
+
+    names = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "hardware").glob("*.toml"))
+    assert len(names) >= 12
+    for name in names:
+        device = load_hardware(name)
+        assert device.step_model is not None and device.step_model.source, name
+        out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--hardware", name,
+                              "--fsdp", "8", "--tokens", "8192", "--json"], capture_output=True, text=True)
+        assert out.returncode == 0, (name, out.stderr)
+        assert 0 < json.loads(out.stdout)["mfu"] < 1, name
