@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 from costmodel.cli import options as o
-from costmodel.cli.layout import MEMORY, with_layout
-from costmodel.inputs.numbers import whole
+from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
+from costmodel.cli.measure import with_log_hints
+from costmodel.inputs import bounds
+from costmodel.inputs.numbers import real, whole
 from costmodel.units import UnitSystem
 
-plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 'cost4d[plot]'): the pipeline "
-                       "schedule's timeline, memory per stage. `cost4d plan --plot` draws the planner's search.",
-                       no_args_is_help=True)
+plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 'cost4d\\[plot]'): the pipeline "
+                       "schedule's timeline, memory per stage, the compute-bound batch, the step on a roofline, "
+                       "predicted vs measured collectives, the planner's layouts.", no_args_is_help=True)
 
 FigureOpt = Annotated[str, typer.Option("--out", metavar="FILE.png|svg", help="Where to write the figure.")]
+PrecisionOpt = Annotated[str, typer.Option(metavar="bf16|fp8", help="Matmul precision, as in `cost4d step`.")]
+#: stage x micro-batch x chunk passes a timeline draws at most: beyond, its bars are narrower than a pixel
+TIMELINE_PASSES = 16_384
 
 
 @plot_app.command("pipeline")
@@ -23,21 +29,30 @@ def pipeline_cmd(
     out: FigureOpt,
     pp: Annotated[int, typer.Option("--pp", parser=whole(1, 256), metavar="N", help="Pipeline stages.")] = 4,
     microbatches: Annotated[int, typer.Option(parser=whole(1, 1024), metavar="N", help="Micro-batches per step.")] = 8,
-    schedule: Annotated[str, typer.Option(metavar="gpipe|1f1b", help="The schedule to play out.")] = "1f1b",
+    schedule: Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
+                                          help="The schedule to play out.")] = "1f1b",
+    chunks: Annotated[int, typer.Option(parser=whole(1, 64), metavar="V",
+                                        help="Model chunks per device (--schedule interleaved).")] = 1,
 ) -> None:
-    """The schedule played out op by op: each stage's forwards and backwards, and the bubble they leave
-    (equal to the bubble formula; tests/test_timeline.py).
+    """The schedule played out op by op: each stage's forwards and backwards (ZB-H1: input- and weight-gradient
+    passes), and the bubble they leave (equal to the pipeline model's; tests/test_timeline.py).
 
-    Example: cost4d plot pipeline --pp 4 --microbatches 8 --schedule 1f1b --out 1f1b.png
+    Example: cost4d plot pipeline --pp 4 --microbatches 8 --schedule interleaved --chunks 2 --out interleaved.png
     """
+    from costmodel.errors import CostModelError
     from costmodel.report.plot import check_path, pipeline_timeline
     from costmodel.solve.timeline import idle_fraction, timeline
 
     check_path(out, "--out")
-    ops = timeline(schedule, pp, microbatches)
+    if pp * microbatches * chunks > TIMELINE_PASSES:
+        raise CostModelError(f"--pp {pp} x --microbatches {microbatches} x --chunks {chunks} = "
+                             f"{pp * microbatches * chunks:,} forward passes: a timeline draws at most "
+                             f"{TIMELINE_PASSES:,} (beyond, a pass is narrower than a pixel)")
+    ops = timeline(schedule, pp, microbatches, chunks=chunks)
     bubble = idle_fraction(ops, pp)
-    pipeline_timeline(ops, pp, schedule, bubble, out)
-    typer.echo(f"{schedule}, {pp} stages, {microbatches} micro-batches: bubble {bubble:.2%} of the step -> {out}")
+    pipeline_timeline(ops, pp, schedule, bubble, out, chunks=chunks)
+    typer.echo(f"{schedule}" + (f" (v = {chunks})" if chunks > 1 else "") + f", {pp} stages, {microbatches} "
+               f"micro-batches: bubble {bubble:.2%} of the step -> {out}")
 
 
 @plot_app.command("memory")
@@ -64,6 +79,151 @@ def memory_cmd(
     cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
     stage_memory(cost, out, units)
     typer.echo(f"{spec.name}: memory per device of {len(cost.stages)} stage(s) -> {out}")
+
+
+@plot_app.command("batch")
+@with_batch_question
+def batch_cmd(model: o.ModelOpt, out: FigureOpt, *, question) -> None:
+    """T_math against T_comms per MLP layer as the global batch grows, the compute-bound crossover marked
+    (what `cost4d solve batch` answers; Scaling Book conventions).
+
+    Example: cost4d plot batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --out batch.png
+    """
+    from costmodel.report.plot import batch_crossover, check_path
+    from costmodel.solve.batch import solve_batch
+    from costmodel.solve.crossover import curves
+
+    check_path(out, "--out")
+    spec, device, problem = question
+    answer = solve_batch(problem)
+    batch_crossover(curves([answer]), f"{spec.name} on {device.name}", out)
+    typer.echo(f"{spec.name} on {device.name}, overlap {problem.overlap}: compute-bound from B = "
+               f"{answer.global_batch:,.0f} tokens ({answer.per_device_batch:,.1f} per device) -> {out}")
+
+
+@plot_app.command("roofline")
+@with_layout(*MEMORY, "grad_accum", "checkpoint")
+def roofline_cmd(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
+    out: FigureOpt,
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
+    precision: PrecisionOpt = "bf16",
+    *,
+    layout,
+) -> None:
+    """The step's matmuls, elementwise ops and each axis's collectives on the device's roofline (peak FLOP/s,
+    HBM and network bandwidths): FLOP per byte each moves against FLOP/s, log-log (what `cost4d step` times).
+
+    Example: cost4d plot roofline --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8 --tokens 8192
+    --microbatches 16 --out roofline.png
+    """
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.errors import CostModelError
+    from costmodel.report.common import layout_text
+    from costmodel.report.plot import check_path, roofline
+    from costmodel.solve.roofline import roofline as place
+    from costmodel.specs.load import load_hardware, load_run
+
+    check_path(out, "--out")
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
+    if layout.tokens == 0:
+        raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
+    if device.step_model is None:
+        raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
+    cost = evaluate_layout(spec, rec, layout, device, precision=precision, framework=None if frame.exact else frame)
+    placed = place(cost, device)
+    roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout)}, {layout.tokens:,} tokens per micro-batch"
+             f", m = {layout.m}; recipe {rec.name}", out)
+    slowest = min(placed.marks, key=lambda m: m.flops_per_s)
+    typer.echo(f"{spec.name} on {device.name}: the step at {placed.step_flops_per_s / 1e12:,.0f} TFLOP/s per device "
+               f"of {placed.peak_flops / 1e12:,.0f}; the longest part before overlap: {slowest.name} "
+               f"({slowest.seconds:,.3f} s) -> {out}")
+
+
+@plot_app.command("validate")
+@with_log_hints
+def validate_cmd(
+    results: Annotated[list[Path], typer.Argument(
+        help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d.")],
+    out: FigureOpt,
+    hardware: o.HardwareOpt = None,
+    placement: Annotated[str, typer.Option(help="out-of-place, in-place or both.")] = "out-of-place",
+    *,
+    hints,
+) -> None:
+    """Predicted against measured time per message size, one series per collective and algorithm (the rows
+    `cost4d validate` prints).
+
+    Example: cost4d plot validate shipped:h100-8gpu-together-nccl-tests --hardware h100-sxm --out validate.png
+    """
+    from costmodel.cli.measure import load_measurements
+    from costmodel.errors import CostModelError
+    from costmodel.inputs.files import shown
+    from costmodel.measure.validate import compare, median_abs_error
+    from costmodel.report.plot import check_path, validation
+    from costmodel.specs.load import load_hardware
+
+    if hardware is None:
+        raise CostModelError("give --hardware (the spec whose network model is checked)")
+    if placement not in ("out-of-place", "in-place", "both"):
+        raise CostModelError(f"--placement {shown(placement)}: use out-of-place, in-place or both")
+    check_path(out, "--out")
+    spec = load_hardware(hardware)
+    rows = compare(load_measurements(results, hints), spec, placement)
+    if not rows:
+        raise CostModelError("the measurements have no rows to compare (no sizes above 0 bytes)")
+    validation(rows, f"{spec.name}, nccl-tests {placement}", out)
+    error = median_abs_error(rows)
+    typer.echo(f"{spec.name}: {len(rows)} rows, median |error| over sizes >= 1 MiB "
+               + (f"{error:.1f}%" if error is not None else "-") + f" -> {out}")
+
+
+@plot_app.command("plan")
+def plan_cmd(
+    model: o.ModelOpt,
+    hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
+    gpus: Annotated[int, typer.Option(parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")],
+    global_batch: Annotated[int, typer.Option(parser=whole(1, bounds.TOKENS), metavar="TOKENS",
+                                              help="Tokens per optimizer step (all replicas, all micro-batches).")],
+    out: FigureOpt,
+    seq: Annotated[Optional[int], typer.Option(parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+                                               help="Sequence length (default: the model's).")] = None,
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
+    precision: PrecisionOpt = "bf16",
+    headroom: Annotated[float, typer.Option(parser=real(0, 0.9), metavar="FRACTION",
+                                            help="Fraction of HBM to leave free (e.g. 0.05).")] = 0.0,
+) -> None:
+    """Tokens/s against peak memory of every feasible layout, the Pareto front highlighted (the figure of
+    `cost4d plan --plot`, without the table).
+
+    Example: cost4d plot plan --model llama3-8b --hardware h100-sxm --gpus 16 --global-batch 1048576 --seq 8192
+    --out plan.png
+    """
+    from costmodel.errors import CostModelError
+    from costmodel.report.plot import check_path, plan_cloud
+    from costmodel.solve.plan import plan as search
+    from costmodel.specs.load import load_hardware, load_run
+
+    check_path(out, "--out")
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
+    length = seq or getattr(spec, "seq_len", None)
+    if not length:
+        raise CostModelError(f"{spec.name} has no sequence length: give --seq")
+    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
+                    framework=None if frame.exact else frame, precision=precision, top=1, headroom=headroom)
+    if not result.best:
+        raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
+                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
+    header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch,
+              "framework": frame.name, "precision": precision}
+    plan_cloud(result, header, out)
+    typer.echo(f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the best "
+               f"{result.best[0].tokens_per_s:,.0f} tokens/s -> {out}")
 
 
 def register(app) -> None:

@@ -1,0 +1,87 @@
+"""The step on a roofline: each part the step model times, placed by FLOPs per byte it moves.
+
+A roofline bounds what a kernel achieves by min(C, I W): C the peak FLOP/s, W a bandwidth, I the
+arithmetic intensity in FLOP per byte moved (Williams, Waterman and Patterson 2009, CACM 52(4):65-76);
+the Scaling Book ("All About Rooflines") draws communication the same way, W an interconnect's.
+
+Every part shares one numerator F, the step's matmul FLOPs per device (model + recomputed), so that the
+heights compare. The matmuls sit at their GEMM's intensity; every other part at F over the bytes it
+moves (the elementwise ops over HBM, an axis's collectives over its network level). The height of each
+is F over its time in the step model (costmodel.cost.step): the lowest point is where the time goes,
+and a part whose point lies above the step's own height F / T_step takes less of the step than the matmuls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.cost.collectives import axis_family
+
+#: what each axis family's collectives are called on the figure
+PARTS = {"tp": "TP collectives", "cp": "CP collectives", "pp": "pipeline sends", "ep": "EP all-to-alls",
+         "data": "data-axis collectives"}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One part of the step: its share of F, the bytes it moves over ``resource``, its time."""
+
+    name: str
+    resource: str  # HBM, or the network level(s) its traffic runs on
+    flops: float  # F: the step's matmul FLOPs per device
+    bytes: float  # moved over the resource per device per step
+    seconds: float  # its time in the step model
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte."""
+        return self.flops / self.bytes
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.seconds
+
+
+@dataclass(frozen=True)
+class Roofline:
+    peak_flops: float  # C at the step's precision (dense)
+    precision: str
+    roofs: dict  # name -> bandwidth (B/s): HBM, then each network level, fastest first
+    marks: list[Mark]
+    step_flops_per_s: float  # F / T_step
+
+
+def matmul_intensity(*, rows, cols, depth, element_bytes):
+    """FLOP per byte of one GEMM C[m, n] = A[m, k] B[k, n]: I = 2 m n k / (b (m k + k n + m n)).
+
+    Source: the Scaling Book, "All About Rooflines" (a bf16 [B, D] x [D, F] matmul: 2BDF / (2BD + 2DF + 2BF)).
+    Assumes:
+    - each operand read from HBM once and the result written once (tiles reuse on chip);
+    - one element size b for all three.
+    """
+    return 2 * rows * cols * depth / (element_bytes * (rows * depth + depth * cols + rows * cols))
+
+
+def roofline(cost, hardware) -> Roofline:
+    """The parts of ``cost.step`` (a single layout, evaluated with ``hardware``) on the device's roofline.
+
+    The matmuls' GEMM is the one whose measured efficiency the step model reads: the MLP's first matmul,
+    a micro-batch's tokens (/ c) x F / t x D (costmodel.cost.step.matmul_efficiency)."""
+    st, shape, point = cost.step, cost.shape, cost.point
+    flops = st.hardware_flops / st.devices
+    intensity = matmul_intensity(rows=point.tokens / point.cp, cols=shape.mlp_width / point.tp, depth=shape.width,
+                                 element_bytes=cost.recipe.activation_bytes)
+    hbm = hardware.hbm.bandwidth_bytes_per_s
+    marks = [Mark("matmuls", "HBM", flops, flops / intensity, st.matmul_s)]
+    if st.elementwise_s > 0:
+        marks.append(Mark("elementwise ops", "HBM", flops, st.elementwise_s * hbm, st.elementwise_s))
+    axes: dict[str, list] = {}
+    for row in cost.collectives:
+        axes.setdefault(axis_family(row.collective.axis), []).append(row)
+    for family, rows in axes.items():
+        sent, seconds = sum(r.collective.bytes_sent for r in rows), sum(r.seconds for r in rows)
+        if sent > 0 and seconds > 0:
+            levels = "+".join(dict.fromkeys(r.level for r in rows))
+            marks.append(Mark(PARTS[family], levels, flops, sent, seconds))
+    roofs = {"HBM": hbm, **{level.name: level.bandwidth_bytes_per_s for level in hardware.network}}
+    return Roofline(st.peak_flops, st.precision, roofs, marks, flops / st.step_s)
