@@ -63,9 +63,20 @@ def table_efficiency(path: Path, m, n, k, peak_flops: float):
         ns, n_at = np.unique(n, return_inverse=True)
         found = np.array([[table_efficiency(path, float(a), float(b), k, peak_flops) for b in ns] for a in ms])
         return found[m_at.reshape(m.shape), n_at.reshape(n.shape)]
-    table = load_table(str(path))
-    lo = [min(p[0][i] for p in table) for i in range(3)]
-    hi = [max(p[0][i] for p in table) for i in range(3)]
+    return _nearest(str(path), float(m), float(n), float(k), peak_flops)
+
+
+@lru_cache(maxsize=4096)  # a search asks for the same few shapes again and again
+def _nearest(path: str, m: float, n: float, k: float, peak_flops: float) -> float:
+    table = load_table(path)
+    lo, hi = _bounds(path)
     point = [min(max(math.log2(max(x, 1)), lo[i]), hi[i]) for i, x in enumerate((m, n, k))]
     _, flops = min(table, key=lambda row: sum((a - b) ** 2 for a, b in zip(row[0], point)))
     return min(flops / peak_flops, 1.0)
+
+
+@lru_cache(maxsize=8)
+def _bounds(path: str) -> tuple:
+    """(lowest, highest) log2 (m, n, k) of the table's rows."""
+    table = load_table(path)
+    return tuple(min(p[0][i] for p in table) for i in range(3)), tuple(max(p[0][i] for p in table) for i in range(3))
