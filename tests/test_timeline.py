@@ -116,6 +116,18 @@ def test_zb_h1_keeps_p_microbatches_until_their_weight_gradient(p, m):
     assert [peak(ops, s, "B") for s in range(p)] == [p - s for s in range(p)]
 
 
+@pytest.mark.parametrize("p, m, v", [(4, 8, 2), (4, 12, 3), (8, 16, 2), (2, 4, 4), (4, 4, 2), (8, 8, 4), (3, 6, 2)])
+def test_every_interleaved_stage_holds_what_the_memory_model_counts(p, m, v):
+    """Each stage i peaks at min(2 (p - i - 1) + (v - 1) p + 1, m v) chunk-passes (Megatron's warm-up plus
+    one), the memory model's count in micro-batches' worth x v, also when m < 2p."""
+    ops = timeline("interleaved", p, m, chunks=v)
+    for i in range(p):
+        point = Point.of(Layout(pp=p, microbatches=m, schedule="interleaved", chunks=v))
+        assert peak(ops, i, "B") == min(2 * (p - i - 1) + (v - 1) * p + 1, m * v)
+        assert peak(ops, i, "B") / v == pytest.approx(in_flight(point, StageRole(i, int(i == 0), int(i == p - 1))),
+                                                      abs=1e-12)
+
+
 @pytest.mark.parametrize("p, m, v", [(4, 8, 2), (4, 12, 3), (8, 16, 2), (2, 4, 4)])
 def test_interleaved_first_stage_holds_the_interleave_factor(p, m, v):
     """Stage 0 of interleaved 1F1B peaks at 2 (p - 1) + (v - 1) p + 1 chunk-passes, p (1 + (p - 1)/(p v))

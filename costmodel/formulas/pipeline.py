@@ -29,7 +29,7 @@ def microbatches_in_flight(*, stage, stages, microbatches, schedule="1f1b"):
 
     GPipe / AFAB runs every forward first: all m. 1F1B and ZB-H1 start backward after p - i warm-up
     forwards: min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1; Qi et al. 2023 keep 1F1B's memory).
-    Interleaving is handled by :func:`interleave_factor`.
+    Interleaving is handled by :func:`interleaved_in_flight`.
     """
     if schedule == "gpipe":
         return microbatches
@@ -39,9 +39,22 @@ def microbatches_in_flight(*, stage, stages, microbatches, schedule="1f1b"):
 def interleave_factor(*, stages, chunks):
     """Interleaved 1F1B multiplies the first stage's activations by 1 + (p - 1) / (p v).
 
-    Source: Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.2.3.
+    Source: Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.2.3 (the first stage when m >= 2p;
+    :func:`interleaved_in_flight` is the count for every stage and m).
     """
     return 1 + (stages - 1) / (stages * chunks)
+
+
+def interleaved_in_flight(*, stage, stages, microbatches, chunks):
+    """Micro-batches' worth of activations stage i holds at its peak under interleaved 1F1B: its warm-up
+    forwards of one chunk (1/v of its layers) each, plus the first steady-state forward, at most all m v:
+    min(2 (p - i - 1) + (v - 1) p + 1, m v) / v.
+
+    Source: Megatron-LM core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving:
+    num_warmup_microbatches = (p - rank - 1) * 2 + (num_model_chunks - 1) * p, capped at the m v total.
+    On stage 0 with m >= 2p it is Korthikanti's p (1 + (p - 1) / (p v)) (:func:`interleave_factor`).
+    """
+    return minimum(2 * (stages - stage - 1) + (chunks - 1) * stages + 1, microbatches * chunks) / chunks
 
 
 def p2p_bytes_per_microbatch(*, tokens, hidden, act_bytes, tp=1, sp=False):

@@ -75,15 +75,18 @@ def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
 
 
 def in_flight(point, role: StageRole):
-    """Micro-batches' worth of activations the stage holds at its peak (interleaving on stage 0).
+    """Micro-batches' worth of activations the stage holds at its peak.
 
     GPipe holds all m; 1F1B and ZB-H1 min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1); interleaved
-    1F1B multiplies the first stage's by 1 + (p - 1)/(p v) (Korthikanti et al. 2022, Sec. 4.2.3).
-    With one stage, one micro-batch at a time (the rest is gradient accumulation).
+    1F1B Megatron's warm-up count in chunks (:func:`costmodel.formulas.pipeline.interleaved_in_flight`:
+    Korthikanti's p (1 + (p - 1)/(p v)) on stage 0 when m >= 2p). With one stage, one micro-batch at a
+    time (the rest is gradient accumulation).
     """
     index = point.pp - 1 if role.index is None else role.index
-    count = pl.microbatches_in_flight(stage=index, stages=point.pp, microbatches=point.microbatches,
-                                      schedule=point.schedule)
-    if point.schedule == "interleaved" and role.index == 0:
-        count = count * pl.interleave_factor(stages=point.pp, chunks=point.chunks)
+    if point.schedule == "interleaved":
+        count = pl.interleaved_in_flight(stage=index, stages=point.pp, microbatches=point.microbatches,
+                                         chunks=point.chunks)
+    else:
+        count = pl.microbatches_in_flight(stage=index, stages=point.pp, microbatches=point.microbatches,
+                                          schedule=point.schedule)
     return where(above_one(point.pp), count, 1)
