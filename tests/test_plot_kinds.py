@@ -17,7 +17,8 @@ from costmodel.cli import app  # noqa: E402
 from costmodel.cost.evaluate import evaluate_layout  # noqa: E402
 from costmodel.report import plot  # noqa: E402
 from costmodel.solve.crossover import curves  # noqa: E402
-from costmodel.solve.roofline import matmul_intensity, roofline  # noqa: E402
+from costmodel.formulas.flops import matmul_intensity  # noqa: E402
+from costmodel.solve.roofline import roofline  # noqa: E402
 from costmodel.solve.timeline import idle_fraction, timeline  # noqa: E402
 from costmodel.specs.layout import Layout  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402

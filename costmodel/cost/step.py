@@ -119,13 +119,19 @@ def expert_matmul_efficiency(shape, point, hardware):
     return isolated if family(isolated) == "sympy" else isolated * sm.sustained_fraction
 
 
+def mlp_gemm_shape(shape, point) -> tuple:
+    """(rows, columns, depth) of the GEMM whose measured efficiency stands for the step's matmuls: the
+    MLP's first, a micro-batch's tokens (/ c) x F / t x D."""
+    return exact_div(point.tokens, point.cp), exact_div(shape.mlp_width, point.tp), shape.width
+
+
 def _isolated_efficiency(shape, point, hardware, m=None, n=None, name: str = "e_mm"):
     sm = hardware.step_model
     if sm is None:
         raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, elementwise passes)")
     if sm.matmul_table:
         if m is None:
-            m, n = exact_div(point.tokens, point.cp), exact_div(shape.mlp_width, point.tp)
+            m, n, _ = mlp_gemm_shape(shape, point)
         if family(m, n) == "sympy":
             import sympy
 

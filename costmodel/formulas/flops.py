@@ -135,3 +135,14 @@ def transformer_backward_flops_per_token(
     return 2 * transformer_forward_flops_per_token(
         hidden=hidden, ffn_hidden=ffn_hidden, layers=layers, heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, vocab=vocab, seq_len=seq_len, gated=gated)
+
+
+def matmul_intensity(*, rows, cols, depth, element_bytes):
+    """FLOP per byte of one GEMM C[m, n] = A[m, k] B[k, n]: I = 2 m n k / (b (m k + k n + m n)).
+
+    Source: the Scaling Book, "All About Rooflines" (a bf16 [B, D] x [D, F] matmul: 2BDF / (2BD + 2DF + 2BF)).
+    Assumes:
+    - each operand read from HBM once and the result written once (tiles reuse on chip);
+    - one element size b for all three.
+    """
+    return 2 * rows * cols * depth / (element_bytes * (rows * depth + depth * cols + rows * cols))

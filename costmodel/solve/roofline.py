@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost.collectives import axis_family
+from costmodel.cost.step import mlp_gemm_shape
+from costmodel.formulas.flops import matmul_intensity
 
 #: what each axis family's collectives are called on the figure
 PARTS = {"tp": "TP collectives", "cp": "CP collectives", "pp": "pipeline sends", "ep": "EP all-to-alls",
@@ -51,26 +53,14 @@ class Roofline:
     step_flops_per_s: float  # F / T_step
 
 
-def matmul_intensity(*, rows, cols, depth, element_bytes):
-    """FLOP per byte of one GEMM C[m, n] = A[m, k] B[k, n]: I = 2 m n k / (b (m k + k n + m n)).
-
-    Source: the Scaling Book, "All About Rooflines" (a bf16 [B, D] x [D, F] matmul: 2BDF / (2BD + 2DF + 2BF)).
-    Assumes:
-    - each operand read from HBM once and the result written once (tiles reuse on chip);
-    - one element size b for all three.
-    """
-    return 2 * rows * cols * depth / (element_bytes * (rows * depth + depth * cols + rows * cols))
-
-
 def roofline(cost, hardware) -> Roofline:
     """The parts of ``cost.step`` (a single layout, evaluated with ``hardware``) on the device's roofline.
 
-    The matmuls' GEMM is the one whose measured efficiency the step model reads: the MLP's first matmul,
-    a micro-batch's tokens (/ c) x F / t x D (costmodel.cost.step.matmul_efficiency)."""
+    The matmuls' GEMM is the one whose measured efficiency the step model reads (cost.step.mlp_gemm_shape)."""
     st, shape, point = cost.step, cost.shape, cost.point
     flops = st.hardware_flops / st.devices
-    intensity = matmul_intensity(rows=point.tokens / point.cp, cols=shape.mlp_width / point.tp, depth=shape.width,
-                                 element_bytes=cost.recipe.activation_bytes)
+    rows, cols, depth = mlp_gemm_shape(shape, point)
+    intensity = matmul_intensity(rows=rows, cols=cols, depth=depth, element_bytes=cost.recipe.activation_bytes)
     hbm = hardware.hbm.bandwidth_bytes_per_s
     marks = [Mark("matmuls", "HBM", flops, flops / intensity, st.matmul_s)]
     if st.elementwise_s > 0:
