@@ -156,3 +156,18 @@ def test_plan_rows_carry_phase_verdict_and_range():
         assert row["memory_verdict"] in ("fits", "tight", "oom")
         assert row["step_s_low"] < row["step_s"] < row["step_s_high"]
     assert data["why"].startswith("#1 and #2 tie") or "faster" in data["why"]
+
+
+def test_tpu_search_places_axes_on_the_torus():
+    """On a TPU the search adds (M_X, M_Y), the torus axes the data and TP axes span, each >= 1, together
+    at most the torus's (3 on v5p): a reported layout's numbers equal `step`'s with its --mx/--my."""
+    from costmodel.solve.plan import torus_splits
+
+    v5p = load_hardware("tpu-v5p")
+    assert torus_splits(v5p) == [(1, 1), (1, 2), (2, 1)] and torus_splits(H100) == [(1, 1)]
+    spec, rec = load_model("llama3-8b"), load_recipe("cs336")
+    result = plan(spec, rec, v5p, devices=64, global_tokens=2**20, seq=8192, top=20)
+    assert {(p.layout["mx"], p.layout["my"]) for p in result.best} - {(1, 1)}
+    for p in result.best:
+        cost = evaluate_layout(spec, rec, Layout(**p.layout), v5p)
+        assert p.step_s == pytest.approx(cost.step.step_s, rel=1e-9)

@@ -10,6 +10,8 @@ def _layout_text(layout: dict) -> str:
              if layout.get(axis, 1) > 1]
     if layout["fsdp"] > 1:
         parts.append(f"ZeRO-{layout['zero']}")
+    if layout.get("mx", 1) > 1 or layout.get("my", 1) > 1:  # TPU: torus axes of the data and TP axes
+        parts.append(f"M_X={layout['mx']} M_Y={layout['my']}")
     if layout["pp"] > 1:
         parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
                      + f" m={layout['microbatches']}")

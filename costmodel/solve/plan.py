@@ -1,7 +1,8 @@
 """`cost4d plan`: search every 4D layout of a model on N devices for a global batch, best first.
 
 The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
-replicas x shards; for MoE models the expert-parallel degree within it), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
+replicas x shards; for MoE models the expert-parallel degree within it; on a TPU the torus axes the
+data and TP axes span, M_X and M_Y), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
 schedule (1F1B, interleaved with 2 or 4 chunks) and the CP kind (ring, all-to-all). Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
 combination of it is one group; within a group every layout is one element of numpy arrays and the
 whole group goes through :func:`costmodel.cost.evaluate.evaluate` once: the same wiring `memory` and
@@ -87,6 +88,30 @@ def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
                     yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs), ep
 
 
+def torus_splits(hardware) -> list[tuple[int, int]]:
+    """(M_X, M_Y): torus axes the data axis and the TP axis span on a TPU slice, each at least one and
+    together at most the device's torus axes (the Scaling Book's placement); (1, 1) on a GPU."""
+    ici = hardware.level("ici") if hardware.kind == "tpu" else None
+    axes = (ici.torus_axes or 1) if ici is not None else 1
+    return [(mx, my) for mx in range(1, axes + 1) for my in range(1, axes + 1) if mx + my <= max(axes, 2)]
+
+
+def _with_torus_axes(rows, hardware):
+    """Each candidate once per (M_X, M_Y) of :func:`torus_splits` (an axis of degree 1 spans one)."""
+    import numpy as np
+
+    out = []
+    for mx, my in torus_splits(hardware):
+        keep = np.ones(len(rows), dtype=bool)
+        if mx > 1:
+            keep &= rows[:, 3] * rows[:, 4] > 1  # a data axis to spread (dp x fsdp)
+        if my > 1:
+            keep &= rows[:, 0] > 1  # a TP axis to spread
+        chosen = rows[keep]
+        out.append(np.column_stack([chosen, np.full(len(chosen), mx), np.full(len(chosen), my)]))
+    return np.concatenate(out)
+
+
 def _expert_degrees(experts: int, data: int) -> list[int]:
     """EP degrees to search: 1 for a dense model, else the powers of two up to the data axis that divide E
     (the expert axis's rules, in the evaluation's mask, reject the ones that do not fit the layout)."""
@@ -116,11 +141,12 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if rows.size == 0:
         raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
                              "micro-batches")
+    rows = _with_torus_axes(rows, hardware)
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
     found, considered, feasible, cloud = [], 0, 0, []
-    tp, pp, cp, dp, fsdp, mbs, steps, ep = rows.T
+    tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks), cp_kind in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS):
         keep = np.ones(len(rows), dtype=bool)
@@ -135,7 +161,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             continue
         idx = np.nonzero(keep)[0]
         piped = pp[idx] > 1
-        point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], ep=ep[idx], tokens=mbs[idx] * seq,
+        point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], ep=ep[idx], mx=mx[idx], my=my[idx],
+                      tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=True, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even")
@@ -155,7 +182,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             j = idx[i]
             found.append((float(seconds[i]), float(memory[i]), dict(
                 tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
-                ep=int(ep[j]),
+                ep=int(ep[j]), **({"mx": int(mx[j]), "my": int(my[j])} if hardware.kind == "tpu" else {}),
                 zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
@@ -202,7 +229,8 @@ def why(first: Planned, second: Planned) -> str:
         return (f"#1 and #2 tie on step time; #1 needs less memory ({first.memory_bytes / 2**30:,.1f} GiB against "
                 f"{second.memory_bytes / 2**30:,.1f} GiB)")
     labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
-              "cp_s": "CP communication", "ep_s": "MoE all-to-alls", "p2p_s": "pipeline sends", "data_exposed_s": "exposed data-axis traffic"}
+              "cp_s": "CP communication", "ep_s": "MoE all-to-alls", "p2p_s": "pipeline sends",
+              "framework_s": "the framework's kernels and host floor", "data_exposed_s": "exposed data-axis traffic"}
     gaps = {k: second.parts[k] - first.parts[k] for k in labels}
     bubble = second.step_s * second.bubble - first.step_s * first.bubble
     name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))
