@@ -65,13 +65,35 @@ def figures(llama70_cost, h100, validation_rows, planned):
               "framework": "exact", "precision": "bf16"}
     return {"pipeline": plot.pipeline_timeline(ops, 4, "interleaved", idle_fraction(ops, 4), chunks=2),
             "memory": plot.stage_memory(llama70_cost, None, UnitSystem.iec),
+            "fsdp": _fsdp_figure(),
             "batch": plot.batch_crossover(curves(answers), "xxl on tpu-v5p"),
             "roofline": plot.roofline(roofline(llama70_cost, h100), "llama3-70b on h100-sxm"),
             "validate": plot.validation(validation_rows, "h100-sxm"),
             "plan": plot.plan_cloud(planned, header)}
 
 
-KINDS = ["pipeline", "memory", "batch", "roofline", "validate", "plan"]
+KINDS = ["pipeline", "memory", "fsdp", "batch", "roofline", "validate", "plan"]
+
+
+def _fsdp_figure():
+    """XXL under 95 GB (conventions.md: N_FSDP = 38), its curve from 2 to 128 shards."""
+    from costmodel.solve.fsdp import memory_at, solve_fsdp
+
+    spec, rec, layout = load_model("xxl"), load_recipe("cs336"), Layout(fsdp=2)
+    answer = solve_fsdp(spec, rec, layout, 95e9).n_fsdp
+    shards = [2, 4, 8, 16, 32, answer, 64, 128]
+    return plot.fsdp_memory(shards, [memory_at(spec, rec, layout, n) for n in shards], 95e9, answer, "xxl",
+                            "--limit 95GB", UnitSystem.si)
+
+
+def test_fsdp_figure_marks_the_answer_under_the_limit(figures):
+    """The curve crosses the limit between the marked N - 1 and N: XXL's 38 under 95 GB (conventions.md)."""
+    ax = figures["fsdp"].axes[0]
+    curve = ax.lines[0]
+    xs, ys = list(curve.get_xdata()), list(curve.get_ydata())
+    limit = ax.lines[1].get_ydata()[0]
+    assert ax.lines[2].get_xdata()[0] == 38
+    assert ys[xs.index(38)] < limit < ys[xs.index(32)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -201,7 +223,7 @@ def one_line_error(result, *fragments):
         assert fragment in result.stderr, result.stderr
 
 
-MINIMAL = {"pipeline": [], "memory": ["--model", "xxl"], "batch": ["--model", "xxl", "--hardware", "tpu-v5p"],
+MINIMAL = {"pipeline": [], "memory": ["--model", "xxl"], "fsdp": ["--model", "xxl", "--limit", "95GB"], "batch": ["--model", "xxl", "--hardware", "tpu-v5p"],
            "roofline": ["--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens", "8192"],
            "validate": [SHIPPED, "--hardware", "h100-sxm"],
            "plan": ["--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--global-batch", "65536"]}

@@ -10,12 +10,13 @@ import typer
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 from costmodel.cli.measure import with_log_hints
+from costmodel.cli.solve import FSDP_SOLVE
 from costmodel.inputs import bounds
 from costmodel.inputs.numbers import real, whole
 from costmodel.units import UnitSystem
 
 plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 'cost4d\\[plot]'): the pipeline "
-                       "schedule's timeline, memory per stage, the compute-bound batch, the step on a roofline, "
+                       "schedule's timeline, memory per stage, memory vs FSDP shards, the compute-bound batch, the step on a roofline, "
                        "predicted vs measured collectives, the planner's layouts.", no_args_is_help=True)
 
 FigureOpt = Annotated[str, typer.Option("--out", metavar="FILE.png|svg", help="Where to write the figure.")]
@@ -79,6 +80,41 @@ def memory_cmd(
     cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
     stage_memory(cost, out, units)
     typer.echo(f"{spec.name}: memory per device of {len(cost.stages)} stage(s) -> {out}")
+
+
+@plot_app.command("fsdp")
+@with_layout(*FSDP_SOLVE, fixed={"fsdp": 2})
+def fsdp_cmd(
+    model: o.ModelOpt,
+    out: FigureOpt,
+    limit: o.LimitOpt = None,
+    hardware: o.HardwareOpt = None,
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
+    units: o.UnitsOpt = UnitSystem.si,
+    *,
+    layout,
+) -> None:
+    """Memory per device against N_FSDP from 2 to 4x the answer, the limit (--limit, else the device's
+    usable HBM) and the smallest N under it (what `cost4d solve fsdp` answers).
+
+    Example: cost4d plot fsdp --model xxl --limit 95GB --out fsdp.png
+    """
+    from costmodel.cli.solve import _fsdp_answer, _limit
+    from costmodel.report.plot import check_path, fsdp_memory
+    from costmodel.solve.fsdp import memory_at
+    from costmodel.specs.load import load_run
+
+    check_path(out, "--out")
+    frame, spec, rec = load_run(model, recipe, framework)
+    framework_ = None if frame.exact else frame
+    limit_bytes, source = _limit(limit, hardware)
+    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, framework_).n_fsdp
+    shards = sorted({answer, *(2**i for i in range(1, (4 * answer).bit_length()))})  # from 2: the FSDP regime
+    need = [memory_at(spec, rec, layout, n, framework_) for n in shards]
+    fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)
+    typer.echo(f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest under {source}: "
+               f"{answer} -> {out}")
 
 
 @plot_app.command("batch")

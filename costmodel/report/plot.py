@@ -124,6 +124,26 @@ def stage_memory(cost, path: str | None, units):
     return _save(fig, path)
 
 
+def fsdp_memory(shards, need, limit_bytes: float, answer: int, name: str, limit_source: str, units,
+                path: str | None = None):
+    """Memory per device against the FSDP shard count N (what `cost4d solve fsdp` solves), the limit as a
+    line and the smallest N under it marked."""
+    from costmodel.units import in_unit
+
+    unit = in_unit(0, units)[1]
+    fig, ax = _figure(7, 4)
+    ax.plot(shards, [in_unit(b, units)[0] for b in need], marker="o", ms=3, color="C0", label="memory per device")
+    ax.axhline(in_unit(limit_bytes, units)[0], color="C3", ls="--", lw=1, label=f"limit: {limit_source}")
+    ax.axvline(answer, color="C2", ls=":", lw=1, label=f"smallest N under it: {answer}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("N_FSDP (shards of the data axis)")
+    ax.set_ylabel(f"per device ({unit})")
+    ax.set_title(f"{name}: memory per device vs FSDP shards", fontsize=9)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
 def batch_crossover(curves, name: str, path: str | None = None, marks: dict | None = None):
     """T_math, T_FSDP, T_TP and T_comms per layer against the global batch (solve.crossover.Curves), each
     convention's compute-bound crossover marked; ``marks``: more batches to mark, label -> tokens."""

@@ -71,17 +71,22 @@ def _max_tokens(model, recipe: Recipe, layout: Layout, limit_bytes: float) -> in
     return tokens - tokens % layout.cp
 
 
+def memory_at(model, recipe: Recipe, layout: Layout, n: int, framework=None) -> float:
+    """What `solve fsdp` compares with the limit at N shards: the exact accounting's peak, or with a
+    framework its heaviest stage's reserved peak plus what it holds outside the allocator."""
+    cost = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": n}), framework=framework)
+    return cost.memory_bytes + (framework.outside_allocator_bytes if framework is not None else 0)
+
+
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
     """Bisection on N from 2 to as many as the device bound leaves (the framework's peak is non-increasing in N)."""
     from costmodel.inputs.bounds import DEVICES
 
     others = layout.dp * layout.tp * layout.pp * layout.cp
     top = max(2, DEVICES // others)
-    outside = framework.outside_allocator_bytes
 
     def need(n: int) -> float:
-        cost = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": n}), framework=framework)
-        return cost.memory_bytes + outside
+        return memory_at(model, recipe, layout, n, framework)
 
     floor = need(top)
     if floor >= limit_bytes:
