@@ -210,3 +210,66 @@ def test_template_round_trips(tmp_path, command, load, example):
     path.write_text(text)
     mine, shipped = getattr(loader, load)(str(path)), getattr(loader, load)(example)
     assert mine.model_dump(exclude={"name"}) == shipped.model_dump(exclude={"name"})
+
+
+def test_numeric_path_loads_one_command_module_and_no_heavy_library():
+    """Start-up (issue 14): importing the CLI imports no command module; `memory` piped builds its own module's
+    commands only, and imports neither rich (plain output) nor sympy, numpy or torch."""
+    code = ("import sys\nimport costmodel.cli\n"
+            "before = sorted(m for m in sys.modules if m.startswith('costmodel.cli.'))\n"
+            "try:\n    costmodel.cli.main(['memory', '--model', 'xxl'])\nexcept SystemExit:\n    pass\n"
+            "after = sorted(m for m in sys.modules if m.startswith('costmodel.cli.'))\n"
+            "heavy = sorted(m for m in ('rich', 'sympy', 'numpy', 'torch', 'matplotlib') if m in sys.modules)\n"
+            "sys.stderr.write(repr((before, after, heavy)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after, heavy = eval(done.stderr)  # noqa: S307 - our own repr
+    assert before == [] and heavy == []
+    assert set(after) == {"costmodel.cli.calc", "costmodel.cli.layout", "costmodel.cli.options"}
+    assert "219,848,638,464" in done.stdout
+
+
+def test_help_lists_every_command_in_order():
+    from costmodel.cli import COMMANDS
+
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    import re
+
+    listed = [name for name in re.findall(r"^\W (\S+) ", result.stdout, re.M) if not name.startswith("-")]
+    assert listed == list(COMMANDS)
+
+
+def test_unknown_command_suggests_the_close_one():
+    result = cost4d("memroy", "--model", "xxl")
+    assert result.returncode == 2 and "No such command 'memroy'" in result.stderr and "'memory'" in result.stderr
+
+
+def test_shell_completion_is_on(monkeypatch, capsys):
+    """`--show-completion SHELL` prints the script; the script's protocol completes commands and options."""
+    from costmodel.cli import main
+
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+    with pytest.raises(SystemExit) as ended:
+        main(["--show-completion", "bash"])
+    assert ended.value.code == 0 and "_COST4D_COMPLETE=complete_bash" in capsys.readouterr().out
+    env = {**__import__("os").environ, "_COST4D_COMPLETE": "complete_bash", "COMP_WORDS": "cost4d memory --mo",
+           "COMP_CWORD": "2"}
+    code = "from costmodel.cli import main; main([])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout.split() == ["--model", "--moe-imbalance"]
+    env.update(COMP_WORDS="cost4d so", COMP_CWORD="1")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["solve"]
+
+
+def test_every_command_takes_plain():
+    """--plain on the command line of any command (and before it): plain tables even on a terminal
+    (tests/test_tables.py checks the output on a pseudo-terminal)."""
+    for args in (["models", "--plain"], ["--plain", "models"], ["solve", "fsdp", "--model", "xxl", "--limit", "95GB",
+                                                                "--plain"], ["homework", "list", "--plain"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+    from costmodel.report import common
+
+    runner.invoke(app, ["models"])
+    assert common.PLAIN is False  # reset by the next invocation

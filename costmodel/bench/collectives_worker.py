@@ -1,5 +1,9 @@
 """One rank of `cost4d bench collectives` (started by torchrun; rank 0 writes the results).
 
+``python -m torch.distributed.run ... -m costmodel.bench.collectives_worker ARGS`` takes the same ARGS as
+`cost4d bench collectives` and parses them with that command's parser (there is no second one): under
+torchrun the command runs :func:`run_rank` instead of launching torchrun itself.
+
 Per collective and message size: warm-up iterations, then timed iterations (CUDA events on GPU,
 perf_counter after a barrier on CPU); the time is the slowest rank's mean, as nccl-tests reports a
 collective as done when every rank is. algbw = S / t and busbw = algbw x factor (nccl-tests).
@@ -8,17 +12,17 @@ Results are written after every collective, atomically, so a crash or timeout le
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import socket
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
 
+from costmodel.bench.collectives import PROGRESS, PROGRESS_ENV, sizes
 from costmodel.inputs.output import write_json
 from costmodel.formulas.comms import bus_factor
 from costmodel.measure.results import FORMAT
@@ -101,54 +105,48 @@ def _driver():
         return None
 
 
-def sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
-    out, size = [], min_bytes
-    while size <= max_bytes:
-        out.append(int(size))
-        size *= factor
-    return out
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--ops", required=True)
-    p.add_argument("--min-bytes", type=int, required=True)
-    p.add_argument("--max-bytes", type=int, required=True)
-    p.add_argument("--factor", type=float, default=2)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--backend", default="gloo")
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.backend == "nccl" else torch.device("cpu")
+def run_rank(*, ops: list[str], min_bytes: int, max_bytes: int, factor: float, warmup: int, iters: int, dtype: str,
+             backend: str, out) -> dict:
+    """This rank's part of the sweep (every rank runs every collective); rank 0 writes ``out``."""
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")  # reduce_scatter_tensor
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(args.backend)
+    dist.init_process_group(backend)
     rank, n = dist.get_rank(), dist.get_world_size()
+    report = rank == 0 and os.environ.get(PROGRESS_ENV) == "1"
     document = {"format": FORMAT, "status": "running",
                 "source": {"tool": "cost4d bench collectives", "argv": sys.argv[1:]},
-                "environment": environment(args.backend, device), "runs": []}
-    for op in args.ops.split(","):
+                "environment": environment(backend, device), "runs": []}
+    for op in ops:
         rows = []
-        for size in sizes(args.min_bytes, args.max_bytes, args.factor):
-            run, buffer = _buffers(op, size, n, DTYPES[args.dtype], device)
-            for _ in range(args.warmup):
+        for size in sizes(min_bytes, max_bytes, factor):
+            run, buffer = _buffers(op, size, n, DTYPES[dtype], device)
+            for _ in range(warmup):
                 run()
-            elapsed = torch.tensor([_time(run, args.iters, device)], dtype=torch.float64)
+            elapsed = torch.tensor([_time(run, iters, device)], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # done when the slowest rank is
             t = elapsed.item()
             algbw = buffer / t
-            rows.append({"bytes": buffer, "dtype": args.dtype, "placement": "out-of-place", "time_s": t,
+            rows.append({"bytes": buffer, "dtype": dtype, "placement": "out-of-place", "time_s": t,
                          "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * bus_factor(op=op, group=n)})
+            if report:
+                print(f"{PROGRESS} {op} {size}", flush=True)
         document["runs"].append({"collective": op, "algorithm": "auto", "rows": rows})
         if rank == 0:
-            write_json(args.out, document)
+            write_json(out, document)
     document["status"] = "ok"
     if rank == 0:
-        write_json(args.out, document)
-        print(json.dumps({"out": args.out, "runs": len(document["runs"])}))
+        write_json(out, document)
     dist.destroy_process_group()
+    return document
+
+
+def main(argv=None) -> None:
+    """`cost4d bench collectives ARGS` on this rank: the command's own parser reads ARGS."""
+    from costmodel.cli import main as cost4d
+
+    cost4d(["bench", "collectives", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

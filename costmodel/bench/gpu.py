@@ -25,13 +25,15 @@ def _timed(fn, device, iters: int) -> float:
     return (time.perf_counter() - start) / iters
 
 
-def matmuls(device, dtype, iters: int, shapes=SHAPES) -> list[dict]:
+def matmuls(device, dtype, iters: int, shapes=SHAPES, on_progress=None) -> list[dict]:
     rows = []
     for m, n, k in shapes:
         a = torch.randn(m, k, device=device, dtype=dtype)
         b = torch.randn(k, n, device=device, dtype=dtype)
         t = _timed(lambda: a @ b, device, iters)
         rows.append({"m": m, "n": n, "k": k, "seconds": t, "flops_per_s": 2 * m * n * k / t})
+        if on_progress is not None:
+            on_progress(f"matmul {m}x{n}x{k}")
     return rows
 
 
@@ -86,14 +88,27 @@ def ffn_step(device, *, d_model: int, d_ff: int, layers: int, tokens: int, iters
     return out
 
 
-def run(device_name: str, *, iters: int, small: bool, hardware=None) -> dict:
+SMALL_SHAPES = [(256, 256, 256), (512, 512, 512)]
+
+
+def steps(small: bool) -> int:
+    """How many times :func:`run` reports progress: each matmul shape, the copy, the FFN step."""
+    return len(SMALL_SHAPES if small else SHAPES) + 2
+
+
+def run(device_name: str, *, iters: int, small: bool, hardware=None, on_progress=None) -> dict:
+    """The whole benchmark on one device; ``on_progress(label)`` after each of its :func:`steps`."""
     device = torch.device(device_name)
     dtype = torch.bfloat16
-    shapes = [(256, 256, 256), (512, 512, 512)] if small else SHAPES
+    shapes = SMALL_SHAPES if small else SHAPES
+    report = on_progress or (lambda label: None)
     ffn = dict(d_model=256, d_ff=1024, layers=2, tokens=512) if small else dict(d_model=4096, d_ff=16384, layers=4,
                                                                                  tokens=8192)
     env = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "torch": torch.__version__, "cuda": torch.version.cuda}
-    return {"format": "cost4d-gpu-bench/1", "environment": env, "matmul_bf16": matmuls(device, dtype, iters, shapes),
-            "copy": copy_bandwidth(device, (1 << 20) if small else (1 << 30), iters),
-            "ffn_step": ffn_step(device, iters=iters, hardware=hardware, **ffn)}
+    matmul = matmuls(device, dtype, iters, shapes, report)
+    copy = copy_bandwidth(device, (1 << 20) if small else (1 << 30), iters)
+    report("copy")
+    step = ffn_step(device, iters=iters, hardware=hardware, **ffn)
+    report("FFN step")
+    return {"format": "cost4d-gpu-bench/1", "environment": env, "matmul_bf16": matmul, "copy": copy, "ffn_step": step}

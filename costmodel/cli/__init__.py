@@ -1,20 +1,87 @@
 """The `cost4d` command line: one module per command group, each printing through ``costmodel.report``.
 
-catalog.py: models, hardware | calc.py: memory, flops, comm | step.py: step | solve.py: solve, explain |
-measure.py: import, validate, bench. Options are declared once in options.py and layout.py.
+catalog.py: models, hardware, recipes, frameworks | calc.py: memory, flops, comm | step.py: step | plan.py: plan |
+solve.py: solve, explain | measure.py: import, validate | bench.py: bench | homework.py | plot.py. Options are
+declared once in options.py and layout.py. A command's module is imported only when it runs (COMMANDS).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import MutableMapping
+
 import typer
+from typer.core import TyperGroup
 
 from costmodel.errors import CostModelError
 
+#: command -> the module of costmodel.cli that registers it, imported only when the command runs (or for
+#: help and completion, which list them all); the order is the order `cost4d --help` lists them in
+COMMANDS = {
+    "models": "catalog", "hardware": "catalog", "recipes": "catalog", "frameworks": "catalog",
+    "memory": "calc", "flops": "calc", "comm": "calc", "step": "step", "plan": "plan", "validate": "measure",
+    "solve": "solve", "explain": "solve", "import": "measure", "bench": "bench", "homework": "homework",
+    "plot": "plot",
+}
+
+
+@functools.cache
+def _load(module: str) -> dict:
+    """The click commands ``costmodel.cli.<module>`` registers, each with --plain added (built once)."""
+    import importlib
+
+    import typer.main
+
+    from costmodel.cli.layout import with_plain
+
+    holder = typer.Typer(add_completion=False)
+    importlib.import_module(f"costmodel.cli.{module}").register(holder)
+    apps = [holder]
+    while apps:
+        instance = apps.pop()
+        for info in instance.registered_commands:
+            info.callback = with_plain(info.callback)
+        apps += [group.typer_instance for group in instance.registered_groups]
+    return dict(typer.main.get_group(holder).commands)
+
+
+class _Commands(MutableMapping):
+    """The top-level commands by name, each built on first use."""
+
+    def __init__(self):
+        self._built = {}
+
+    def __getitem__(self, name: str):
+        if name not in self._built and name in COMMANDS:
+            self._built.update(_load(COMMANDS[name]))
+        return self._built[name]
+
+    def __iter__(self):
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+    def __setitem__(self, name: str, command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+
+class LazyGroup(TyperGroup):
+    """The `cost4d` group: a command's module is imported, and its options built, only when it runs."""
+
+    def __init__(self, **attrs):
+        super().__init__(**attrs)
+        self.commands = _Commands()
+
+
 app = typer.Typer(
     name="cost4d",
+    cls=LazyGroup,
     help="What 4D-parallel training costs in memory, FLOPs, communication and time, with the formulas.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -33,31 +100,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _app(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="Print the version and exit.")) -> None:
+                                      help="Print the version and exit."),
+         plain: bool = typer.Option(False, "--plain", help="Plain tables (no box drawing, no colour) on a terminal "
+                                    "too, as when output is piped; every command also takes --plain.")) -> None:
     """What 4D-parallel training costs in memory, FLOPs, communication and time, with the formulas."""
+    from costmodel.report import common
+
+    common.PLAIN = plain  # set for each invocation (a test runner may invoke many in one process)
 
 
-def _register() -> None:
-    from costmodel.cli import calc, catalog, homework, measure, plan, plot, solve, step
-
-    for module in (catalog, calc):
-        module.register(app)
-    app.add_typer(solve.solve_app, name="solve")
-    app.add_typer(solve.explain_app, name="explain")
-    app.command("step")(step.step)
-    app.command("plan")(plan.plan)
-    measure.register(app)
-    homework.register(app)
-    plot.register(app)
-
-
-_register()
-
-
-def main() -> None:
-    """Entry point. Bad input of any kind ends as one line on stderr and exit code 2; Ctrl-C and SIGTERM
-    end quietly (130, 143) after ``--out`` files are cleaned up; anything else is a bug, reported as
-    one line with exit code 70 (``COST4D_DEBUG=1`` shows the traceback)."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (``argv``: the arguments after `cost4d`; default the process's). Bad input of any kind
+    ends as one line on stderr and exit code 2; Ctrl-C and SIGTERM end quietly (130, 143) after ``--out``
+    files are cleaned up; anything else is a bug, reported as one line with exit code 70
+    (``COST4D_DEBUG=1`` shows the traceback)."""
     import os
     import signal
 
@@ -68,7 +124,7 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False) if argv is None else app(argv, "cost4d", standalone_mode=False)
     except CostModelError as err:
         _fail(str(err), 2)
     except click_errors.NoArgsIsHelpError as err:  # help was printed (rich prints it itself)

@@ -82,10 +82,10 @@ def _hsdp(group, dp, fsdp):
     return dp, group
 
 
-def extend(command, added: dict, into: str, build):
+def extend(command, added: dict, into: str | None, build):
     """Append the options ``added`` (name -> (type, default)) to ``command``'s signature; call it with
-    ``into=build(own, **their values)`` instead, ``own`` being the command's other arguments.
-    Typer reads the new ``__signature__``."""
+    ``into=build(own, **their values)`` instead, ``own`` being the command's other arguments (with
+    ``into`` None, only for what ``build`` does). Typer reads the new ``__signature__``."""
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)  # resolve string annotations here
     own = [p.replace(annotation=hints.get(p.name, p.annotation))
@@ -98,11 +98,25 @@ def extend(command, added: dict, into: str, build):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         values = {name: kwargs.pop(name) for name in added}
-        return command(*args, **kwargs, **{into: build(kwargs, **values)})
+        built = build(kwargs, **values)
+        return command(*args, **kwargs) if into is None else command(*args, **kwargs, **{into: built})
 
     wrapper.__signature__ = signature.replace(parameters=head + extra + tail, return_annotation=hints.get("return"))
     wrapper.__annotations__ = {p.name: p.annotation for p in head + extra + tail}
     return wrapper
+
+
+def with_plain(command):
+    """Add --plain to a command (every command has it; costmodel.cli adds it when it builds them)."""
+    if "plain" in inspect.signature(command).parameters:
+        return command
+
+    def build(own, plain: bool) -> None:
+        from costmodel.report import common
+
+        common.PLAIN = common.PLAIN or plain
+
+    return extend(command, {"plain": (o.PlainOpt, False)}, None, build)
 
 
 def with_layout(*names: str, fixed: dict | None = None, **defaults):

@@ -66,6 +66,8 @@ UnitsOpt = Annotated[UnitSystem, typer.Option(
     "JSON is always raw bytes.", rich_help_panel=_OUT)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (raw bytes, FLOPs, seconds).",
                                        rich_help_panel=_OUT)]
+PlainOpt = Annotated[bool, typer.Option("--plain", help="Plain tables (no box drawing, no colour) on a terminal too, "
+                                         "as when output is piped.", rich_help_panel=_OUT)]
 SymbolicOpt = Annotated[bool, typer.Option(
     "--symbolic", help="Print the formula in Scaling Book letters before the numbers.", rich_help_panel=_OUT)]
 

@@ -95,3 +95,7 @@ def _details(spec, rec, device, planned, frame, precision) -> dict:
     capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
     return {"peak_phase": cost.heaviest.peak_phase, "memory_verdict": verdict(cost, capacity),
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None}
+
+
+def register(app) -> None:
+    app.command("plan")(plan)

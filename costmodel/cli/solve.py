@@ -273,3 +273,8 @@ def explain_memory_cmd(
 
     _check_format(fmt)
     _show(memory_derivation(load_model(model), load_recipe(recipe), layout), fmt, as_json)
+
+
+def register(app) -> None:
+    app.add_typer(solve_app, name="solve")
+    app.add_typer(explain_app, name="explain")

@@ -65,3 +65,7 @@ def step(
                            p2p_overlap=p2p_overlap,
                            framework=None if frame.exact else frame)
     report(cost, device, as_json=as_json, convention=attention_flops)
+
+
+def register(app) -> None:
+    app.command("step")(step)

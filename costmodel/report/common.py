@@ -28,28 +28,46 @@ def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
     return as_json
 
 
-def console():
-    """Rich console; when piped (no terminal to measure), 120 columns rather than rich's 80, or the
-    COLUMNS the environment sets."""
-    import os
+#: --plain given: plain tables even on a terminal (set by the command line for one invocation)
+PLAIN = False
+
+
+def terminal() -> bool:
+    """Whether output goes to a terminal that gets rich's boxes and colours (not with --plain)."""
     import sys
 
+    return not PLAIN and sys.stdout.isatty()
+
+
+def output_width() -> int:
+    """Columns to fit: the terminal's; when piped, COLUMNS if the environment sets it (40-1000), else 120."""
+    import os
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and 40 <= int(columns) <= 1000 else 120
+
+
+def console():
+    """A rich console on a terminal; elsewhere (or with --plain) plain text, and rich is not imported."""
+    if not terminal():
+        from costmodel.report.tables import PlainConsole
+
+        return PlainConsole(output_width())
     from rich.console import Console
 
-    columns = os.environ.get("COLUMNS", "")
-    width = int(columns) if columns.isdigit() and 40 <= int(columns) <= 1000 else 120
-    return Console(highlight=False, width=None if sys.stdout.isatty() else width)
+    return Console(highlight=False)
 
 
 def table(title: str, *columns: str):
-    """A rich table; columns whose name starts with '>' are right-aligned numbers."""
-    from rich.table import Table
+    """A table that fits the width (costmodel.report.tables); columns whose name starts with '>' are
+    right-aligned numbers, never wrapped."""
+    from costmodel.report.tables import Table
 
-    t = Table(title=title, title_justify="left", title_style="bold")
-    for column in columns:
-        right = column.startswith(">")
-        t.add_column(column.lstrip(">"), justify="right" if right else "left", overflow="fold")  # wrap, never cut
-    return t
+    return Table(title, *columns)
 
 
 def layout_text(layout) -> str:
