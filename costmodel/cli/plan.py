@@ -11,25 +11,59 @@ from costmodel.inputs import bounds
 from costmodel.inputs.numbers import real, whole
 
 
+#: the search's options, shared by `cost4d plan` and `cost4d plot plan`
+StepHardwareOpt = Annotated[str, typer.Option("--hardware", metavar="NAME|FILE",
+                                              help="Device name or spec file (needs a step_model).")]
+GpusOpt = Annotated[int, typer.Option("--gpus", parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")]
+GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", parser=whole(1, bounds.TOKENS), metavar="TOKENS",
+                                             help="Tokens per optimizer step (all replicas, all micro-batches).")]
+SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+                                               help="Sequence length (default: the model's).")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", metavar="bf16|fp8",
+                                           help="Matmul precision, as in `cost4d step`.")]
+HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), metavar="FRACTION",
+                                            help="Fraction of HBM to leave free (e.g. 0.05).")]
+
+
+def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe, framework: str, precision: str,
+           top: int, headroom: float):
+    """(framework profile, model spec, recipe, device, sequence, the plan, its header): the search both
+    commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
+    from costmodel.errors import CostModelError
+    from costmodel.solve.plan import plan as run
+    from costmodel.specs.load import load_hardware, load_run
+
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
+    length = seq or getattr(spec, "seq_len", None)
+    if not length:
+        raise CostModelError(f"{spec.name} has no sequence length: give --seq")
+    result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
+                 framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom)
+    if not result.best:
+        raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
+                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
+    header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
+              "recipe": rec.name, "framework": frame.name, "precision": precision}
+    return frame, spec, rec, device, length, result, header
+
+
 def plan(
     model: o.ModelOpt,
-    hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
-    gpus: Annotated[int, typer.Option(parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")],
-    global_batch: Annotated[int, typer.Option(parser=whole(1, bounds.TOKENS), metavar="TOKENS",
-                                              help="Tokens per optimizer step (all replicas, all micro-batches).")],
-    seq: Annotated[Optional[int], typer.Option(parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
-                                               help="Sequence length (default: the model's).")] = None,
+    hardware: StepHardwareOpt,
+    gpus: GpusOpt,
+    global_batch: GlobalBatchOpt,
+    seq: SeqOpt = None,
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
-    precision: Annotated[str, typer.Option(metavar="bf16|fp8", help="Matmul precision, as in `cost4d step`.")] = "bf16",
+    precision: PrecisionOpt = "bf16",
     top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
-    headroom: Annotated[float, typer.Option(parser=real(0, 0.9), metavar="FRACTION",
-                                            help="Fraction of HBM to leave free (e.g. 0.05).")] = 0.0,
+    headroom: HeadroomOpt = 0.0,
     explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
     plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
         help="Also draw tokens/s against peak memory of every feasible layout, the Pareto front marked "
-        "(needs matplotlib: pip install 'cost4d[plot]').")] = None,
+        "(needs matplotlib: pip install 'cost4d\\[plot]').")] = None,
     as_json: o.JsonOpt = False,
 ) -> None:
     """Search every layout (data x FSDP/HSDP x TP+SP x PP schedules x CP x EP for MoE x micro-batch x recompute) that
@@ -39,29 +73,18 @@ def plan(
     """
     from costmodel.errors import CostModelError
     from costmodel.report.plan import plan as report
-    from costmodel.solve.plan import command, plan as search, why
-    from costmodel.specs.load import load_hardware, load_run
+    from costmodel.solve.plan import command, why
 
     if plot is not None:
         from costmodel.report.plot import check_path
 
         check_path(plot)
-    frame, spec, rec = load_run(model, recipe, framework)
-    device = load_hardware(hardware)
-    length = seq or getattr(spec, "seq_len", None)
-    if not length:
-        raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     if explain is not None and explain > top:
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
-    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
-                    framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom)
-    if not result.best:
-        raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
-                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
+    frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
+                                                              framework, precision, top, headroom)
     commands = [command(model, hardware, p.layout, recipe=rec.name, framework=None if frame.exact else frame.name,
                         precision=precision) for p in result.best]
-    header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
-              "recipe": rec.name, "framework": frame.name, "precision": precision}
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
     details = [_details(spec, rec, device, p, frame, precision) for p in result.best]
     report(result, commands, header, reason=reason, as_json=as_json, details=details)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 from costmodel.cli.measure import with_log_hints
+from costmodel.cli.plan import (GlobalBatchOpt, GpusOpt, HeadroomOpt, PrecisionOpt, SeqOpt, StepHardwareOpt,
+                                search)
 from costmodel.cli.solve import FSDP_SOLVE
-from costmodel.inputs import bounds
-from costmodel.inputs.numbers import real, whole
+from costmodel.inputs.numbers import whole
 from costmodel.units import UnitSystem
 
 plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 'cost4d\\[plot]'): the pipeline "
@@ -20,7 +21,6 @@ plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 
                        "predicted vs measured collectives, the planner's layouts.", no_args_is_help=True)
 
 FigureOpt = Annotated[str, typer.Option("--out", metavar="FILE.png|svg", help="Where to write the figure.")]
-PrecisionOpt = Annotated[str, typer.Option(metavar="bf16|fp8", help="Matmul precision, as in `cost4d step`.")]
 #: stage x micro-batch x chunk passes a timeline draws at most: beyond, its bars are narrower than a pixel
 TIMELINE_PASSES = 16_384
 
@@ -155,24 +155,17 @@ def roofline_cmd(
     Example: cost4d plot roofline --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8 --tokens 8192
     --microbatches 16 --out roofline.png
     """
-    from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.errors import CostModelError
+    from costmodel.cli.step import step_cost
     from costmodel.report.common import layout_text
     from costmodel.report.plot import check_path, roofline
     from costmodel.solve.roofline import roofline as place
-    from costmodel.specs.load import load_hardware, load_run
 
     check_path(out, "--out")
-    frame, spec, rec = load_run(model, recipe, framework)
-    device = load_hardware(hardware)
-    if layout.tokens == 0:
-        raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
-    if device.step_model is None:
-        raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
-    cost = evaluate_layout(spec, rec, layout, device, precision=precision, framework=None if frame.exact else frame)
+    cost, device = step_cost(model, hardware, recipe, framework, layout, precision=precision)
+    spec = cost.shape
     placed = place(cost, device)
     roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout)}, {layout.tokens:,} tokens per micro-batch"
-             f", m = {layout.m}; recipe {rec.name}", out)
+             f", m = {layout.m}; recipe {cost.recipe.name}", out)
     slowest = min(placed.marks, key=lambda m: m.flops_per_s)
     typer.echo(f"{spec.name} on {device.name}: the step at {placed.step_flops_per_s / 1e12:,.0f} TFLOP/s per device "
                f"of {placed.peak_flops / 1e12:,.0f}; the longest part before overlap: {slowest.name} "
@@ -220,18 +213,15 @@ def validate_cmd(
 @plot_app.command("plan")
 def plan_cmd(
     model: o.ModelOpt,
-    hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
-    gpus: Annotated[int, typer.Option(parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")],
-    global_batch: Annotated[int, typer.Option(parser=whole(1, bounds.TOKENS), metavar="TOKENS",
-                                              help="Tokens per optimizer step (all replicas, all micro-batches).")],
+    hardware: StepHardwareOpt,
+    gpus: GpusOpt,
+    global_batch: GlobalBatchOpt,
     out: FigureOpt,
-    seq: Annotated[Optional[int], typer.Option(parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
-                                               help="Sequence length (default: the model's).")] = None,
+    seq: SeqOpt = None,
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
-    headroom: Annotated[float, typer.Option(parser=real(0, 0.9), metavar="FRACTION",
-                                            help="Fraction of HBM to leave free (e.g. 0.05).")] = 0.0,
+    headroom: HeadroomOpt = 0.0,
 ) -> None:
     """Tokens/s against peak memory of every feasible layout, the Pareto front highlighted (the figure of
     `cost4d plan --plot`, without the table).
@@ -239,24 +229,11 @@ def plan_cmd(
     Example: cost4d plot plan --model llama3-8b --hardware h100-sxm --gpus 16 --global-batch 1048576 --seq 8192
     --out plan.png
     """
-    from costmodel.errors import CostModelError
     from costmodel.report.plot import check_path, plan_cloud
-    from costmodel.solve.plan import plan as search
-    from costmodel.specs.load import load_hardware, load_run
 
     check_path(out, "--out")
-    frame, spec, rec = load_run(model, recipe, framework)
-    device = load_hardware(hardware)
-    length = seq or getattr(spec, "seq_len", None)
-    if not length:
-        raise CostModelError(f"{spec.name} has no sequence length: give --seq")
-    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
-                    framework=None if frame.exact else frame, precision=precision, top=1, headroom=headroom)
-    if not result.best:
-        raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
-                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
-    header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch,
-              "framework": frame.name, "precision": precision}
+    _, spec, _, device, _, result, header = search(model, hardware, gpus, global_batch, seq, recipe, framework,
+                                                   precision, 1, headroom)
     plan_cloud(result, header, out)
     typer.echo(f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the best "
                f"{result.best[0].tokens_per_s:,.0f} tokens/s -> {out}")

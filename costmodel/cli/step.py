@@ -45,15 +45,25 @@ def step(
     Example: cost4d step --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8
     --tokens 8192 --microbatches 16 --recompute selective
     """
-    from costmodel.cost.evaluate import evaluate_layout
     from costmodel.errors import CostModelError
     from costmodel.report.step import step as report
-    from costmodel.specs.load import load_hardware, load_run
 
     if attention_flops not in ("full", "causal"):
         from costmodel.inputs.files import shown
 
         raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
+
+    cost, device = step_cost(model, hardware, recipe, framework, layout, overlap=overlap, precision=precision,
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap)
+    report(cost, device, as_json=as_json, convention=attention_flops)
+
+
+def step_cost(model: str, hardware: str, recipe, framework: str, layout, **options):
+    """(cost with its step time, device): the run `step` and `plot roofline` evaluate, with one line for
+    --tokens 0 or a device without a step model."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.errors import CostModelError
+    from costmodel.specs.load import load_hardware, load_run
 
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware)
@@ -61,10 +71,7 @@ def step(
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
-    cost = evaluate_layout(spec, rec, layout, device, overlap=overlap, precision=precision, tp_overlap=tp_overlap,
-                           p2p_overlap=p2p_overlap,
-                           framework=None if frame.exact else frame)
-    report(cost, device, as_json=as_json, convention=attention_flops)
+    return evaluate_layout(spec, rec, layout, device, framework=None if frame.exact else frame, **options), device
 
 
 def register(app) -> None:
