@@ -155,7 +155,7 @@ class TunedCost:
         if shape not in cache:
             nodes, per_node = (np.broadcast_to(np.asarray(v), shape).ravel().astype(np.int64)
                                for v in (self.nodes, self.per_node))
-            cache[shape] = np.unique(nodes * 2**25 + per_node, return_inverse=True)  # both <= 2^24
+            cache[shape] = distinct(nodes * 2**25 + per_node)  # both <= 2^24
         return cache[shape]
 
     def seconds(self, buffer_bytes):
@@ -189,6 +189,17 @@ class Calibrated:
         return where(above_one(self.ranks), where(self.domains > 1, across, inside), 0.0)
 
 
+def distinct(values):
+    """(the distinct values, each element's index among them), in no particular order: numpy's hash-based
+    unique where it has one (2.3 and later; a search's arrays repeat few values), else its sorting one."""
+    import numpy as np
+
+    try:
+        return np.unique(values, return_inverse=True, sorted=False)
+    except TypeError:
+        return np.unique(values, return_inverse=True)
+
+
 def _array_seconds(cost: TunedCost, buffer_bytes):
     """One element per layout: candidates priced once per distinct (nodes, GPUs per node), laid out as
     K slots (unused slots infinite), the fastest slot taken once per distinct (group, size) and
@@ -200,11 +211,11 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     keys, at = cost.groups(nodes.shape)
     whole = np.floor(size.ravel())  # whole bytes, as the numbers path's int(S)
     if whole.size and whole.max() < 2**51:  # one sort: the group index above 51 bits of size
-        combos, back = np.unique((at.ravel().astype(np.int64) << 51) | whole.astype(np.int64), return_inverse=True)
+        combos, back = distinct((at.ravel().astype(np.int64) << 51) | whole.astype(np.int64))
         group, s = combos >> 51, (combos & (2**51 - 1)).astype(float)
     else:
-        sizes, size_at = np.unique(whole, return_inverse=True)
-        combos, back = np.unique(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel(), return_inverse=True)
+        sizes, size_at = distinct(whole)
+        combos, back = distinct(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel())
         group, s = combos // len(sizes), sizes[combos % len(sizes)]
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys),
                    cost.hop_us)
