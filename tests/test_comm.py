@@ -150,3 +150,14 @@ def test_tpu_data_axes_cross_dcn_only_beyond_one_ici_domain():
     assert placement(tpu, point, "data").dcn is True
     inside = Point.of(Layout(tp=4, fsdp=256, dp=2, tokens=8192))  # 2,048 chips: one pod
     assert placement(tpu, inside, "dp").dcn is False
+
+
+def test_a_pipeline_across_tpu_pods_sends_over_dcn():
+    """tp 8 x fsdp 256 = 2,048 chips per stage, 4 stages = 8,192 > one 4,096-chip v4 pod: the stages'
+    sends cross pods (DCN); with 2 stages they stay on ICI."""
+    from costmodel.cost.network import placement
+    from costmodel.cost.point import Point
+
+    tpu = load_hardware("tpu-v4")
+    assert placement(tpu, Point.of(Layout(tp=8, fsdp=256, pp=4, microbatches=4, tokens=8192)), "pp").dcn is True
+    assert placement(tpu, Point.of(Layout(tp=8, fsdp=256, pp=2, microbatches=4, tokens=8192)), "pp").dcn is False

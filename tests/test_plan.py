@@ -159,15 +159,21 @@ def test_plan_rows_carry_phase_verdict_and_range():
 
 
 def test_tpu_search_places_axes_on_the_torus():
-    """On a TPU the search adds (M_X, M_Y), the torus axes the data and TP axes span, each >= 1, together
-    at most the torus's (3 on v5p): a reported layout's numbers equal `step`'s with its --mx/--my."""
-    from costmodel.solve.plan import torus_splits
+    """On a TPU the search adds (M_X, M_Y), the torus axes the data and TP axes span (the layout rules keep
+    those that fit the torus, 3 axes on v5p, and the axes' sizes): a reported layout's numbers equal `step`'s
+    with its --mx/--my, and its command line runs."""
+    from costmodel.solve.plan import command, torus_splits
 
     v5p = load_hardware("tpu-v5p")
-    assert torus_splits(v5p) == [(1, 1), (1, 2), (2, 1)] and torus_splits(H100) == [(1, 1)]
+    assert len(torus_splits(v5p)) == 9 and torus_splits(H100) == [(1, 1)]
     spec, rec = load_model("llama3-8b"), load_recipe("cs336")
     result = plan(spec, rec, v5p, devices=64, global_tokens=2**20, seq=8192, top=20)
     assert {(p.layout["mx"], p.layout["my"]) for p in result.best} - {(1, 1)}
     for p in result.best:
         cost = evaluate_layout(spec, rec, Layout(**p.layout), v5p)
         assert p.step_s == pytest.approx(cost.step.step_s, rel=1e-9)
+        assert p.layout["mx"] + p.layout["my"] <= 3 or p.layout["tp"] == 1
+    line = command("llama3-8b", "tpu-v5p", result.best[0].layout, recipe="cs336", framework=None, precision="bf16")
+    again = subprocess.run([sys.executable, "-m", "costmodel", *line.split()[1:], "--json"], capture_output=True,
+                           text=True, check=True)
+    assert json.loads(again.stdout)["step_s"] == pytest.approx(result.best[0].step_s, rel=1e-9)

@@ -138,7 +138,7 @@ def batch_cmd(model: o.ModelOpt, out: FigureOpt, *, question) -> None:
 
 
 @plot_app.command("roofline")
-@with_layout(*MEMORY, "grad_accum", "checkpoint")
+@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my")
 def roofline_cmd(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],

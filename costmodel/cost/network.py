@@ -82,12 +82,13 @@ def placement(hardware, point, axis: str) -> Placement:
 
 
 def _tpu_placement(hardware, point, axis: str, ranks, inner=1) -> Placement:
-    """A data axis crosses slices over DCN when it and the axes inside it (``inner``, AXIS_ORDER) hold
-    more chips than one ICI domain: PaLM's 2 x 3072 chips keep TP x FSDP in each pod, DP across them."""
+    """A data axis, or the pipeline (outermost), crosses slices over DCN when it and the axes inside it
+    (``inner``, AXIS_ORDER) hold more chips than one ICI domain: PaLM's 2 x 3072 chips keep TP x FSDP in
+    each pod, DP across them."""
     ici = hardware.level("ici")
     data_axis = axis in ("dp", "fsdp", "data", "ep") or axis.startswith("expert-")
     dcn = False
-    if ici.domain_size and data_axis:
+    if ici.domain_size and (data_axis or axis == "pp"):
         dcn = inner * ranks > ici.domain_size
         if dcn is True and not any(level.kind == "dcn" for level in hardware.network):
             raise CostModelError(f"{inner * ranks} chips exceed one {hardware.name} ICI domain "

@@ -89,15 +89,17 @@ def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
 
 
 def torus_splits(hardware) -> list[tuple[int, int]]:
-    """(M_X, M_Y): torus axes the data axis and the TP axis span on a TPU slice, each at least one and
-    together at most the device's torus axes (the Scaling Book's placement); (1, 1) on a GPU."""
+    """(M_X, M_Y): torus axes the data axis and the TP axis may span on a TPU slice, each from one to the
+    device's torus axes (the Scaling Book's placement; the layout rules keep those that fit the torus
+    and the axes' sizes); (1, 1) on a GPU."""
     ici = hardware.level("ici") if hardware.kind == "tpu" else None
     axes = (ici.torus_axes or 1) if ici is not None else 1
-    return [(mx, my) for mx in range(1, axes + 1) for my in range(1, axes + 1) if mx + my <= max(axes, 2)]
+    return [(mx, my) for mx in range(1, axes + 1) for my in range(1, axes + 1)]
 
 
 def _with_torus_axes(rows, hardware):
-    """Each candidate once per (M_X, M_Y) of :func:`torus_splits` (an axis of degree 1 spans one)."""
+    """Each candidate once per (M_X, M_Y) of :func:`torus_splits`: more than one axis only for an axis of
+    more than one chip (otherwise the same layout again)."""
     import numpy as np
 
     out = []
