@@ -109,3 +109,19 @@ def test_the_fit_reproduces_the_shipped_constants_and_the_readme_figures():
         other = f.fit([r for r in sample if r.model != held])
         held_out = f.median_abs(f.errors([r for r in sample if r.model == held], other))
         assert f"{held_out:.1%} on {held}" in readme
+    errs = f.errors(sample, shipped)
+    assert f"({f.within(errs, .1):.0%} within 10%, {f.within(errs, .25):.0%} within 25%)" in readme
+    far = [r for r in every if r.nodes >= f.LEFT_OUT_NODES]
+    assert f"The {len(far)} runs on 64 nodes are left out: they ran {f.slowdown_text(far, shipped)}" in \
+        " ".join(readme.split())
+
+
+def test_the_fitted_time_applies_only_on_the_device_of_its_runs():
+    """On another device the step is the hardware model's alone, without nanotron's band."""
+    layout = Layout(tp=4, sp=True, fsdp=16, zero=1, tokens=4096, grad_accum=4)
+    spec, rec = load_model("nanotron-1b"), load_recipe("megatron")
+    v5p = load_hardware("tpu-v5p")
+    timed = evaluate_layout(spec, rec, layout, v5p, framework=NANOTRON).step
+    bare = evaluate_layout(spec, rec, layout, v5p, framework=NANOTRON.model_copy(update={"time": None})).step
+    assert timed.step_s == bare.step_s and timed.framework_s == 0
+    assert NANOTRON.time_on(H100) is T and NANOTRON.time_on(v5p) is None

@@ -107,7 +107,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
-                             framework_time=framework.time if framework is not None else None)
+                             framework_time=framework.time_on(hardware) if framework is not None else None)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

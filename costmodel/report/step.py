@@ -10,7 +10,7 @@ def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None)
     (and for MoE models: no fitted run had experts); a framework with a fitted time: its runs' spread."""
     if moe:
         return None
-    if framework is not None and framework.time is not None:
+    if framework is not None and framework.time_on(hardware) is not None:
         return framework.time.error_low, framework.time.error_high
     sm = hardware.step_model
     pair = (sm.fp8_error_low, sm.fp8_error_high) if precision == "fp8" else (sm.error_low, sm.error_high)
@@ -50,15 +50,16 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     hidden = {"none": "on the critical path"}
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
+    timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
     exposed_note = f"of which exposed ({b.overlap})"
-    if cost.framework and cost.framework.time:
+    if timed:
         exposed_note = f"{cost.framework.name}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
     notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak{experts}", "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{cost.framework.name}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
-                             f"floor ({b.host_floor_s:.4f} s), fitted" if cost.framework and cost.framework.time else ""),
+                             f"floor ({b.host_floor_s:.4f} s), fitted" if timed else ""),
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note}
     for key, value in b.parts.items():
         if value:
@@ -74,7 +75,10 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     out.print(f"Step-model parameters: {hardware.step_model.source}")
-    if low_high and cost.framework and cost.framework.time:
+    if cost.framework is not None and cost.framework.time is not None and not timed:
+        out.print(f"{cost.framework.name}'s fitted time is for {cost.framework.time.hardware} (its runs'); "
+                  f"not applied on {hardware.name}")
+    if low_high and timed:
         low, high = errors(hardware, b.precision, cost.shape.moe, cost.framework)
         out.print(f"{cost.framework.name}'s time: {cost.framework.time.fitted_on}. Range: 90% of those runs "
                   f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")

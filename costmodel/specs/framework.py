@@ -27,8 +27,10 @@ class FrameworkTime(Spec):
     TP rank when the pipeline spans nodes. The data-axis traffic runs unoverlapped at data_factor x the
     collective model's time (``cost.step.host_floor``, ``formulas.step.framework_critical_seconds``)."""
 
+    hardware: Name = Field(description="the device its runs were measured on: the time applies there only")
     kernel_factor: Annotated[float, Field(ge=0.5, le=10)] = Field(
-        description="its kernels' time per micro-batch relative to the hardware step model's (fitted)")
+        description="each micro-batch's critical path (its kernels and the TP, CP, EP and pipeline traffic on it) "
+        "relative to the hardware step model's (fitted)")
     layer_floor_s: Annotated[float, Field(ge=0, le=1)] = Field(
         description="host-bound floor of one layer's forward and backward per micro-batch, per node the TP "
         "group spans (fitted)")
@@ -79,6 +81,10 @@ class Framework(Spec):
     fitted_on: Text = ""
     source: Text = ""
 
+    def time_on(self, hardware) -> FrameworkTime | None:
+        """Its fitted step time where it applies: on the device its runs were measured on."""
+        return self.time if self.time is not None and hardware.name == self.time.hardware else None
+
     @property
     def outside_allocator_bytes(self) -> float:
         """What the process holds outside torch's caching allocator (context, NCCL buffers)."""
@@ -121,11 +127,11 @@ FRAMEWORKS: dict[str, Framework] = {
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime(
-                kernel_factor=1.331, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.341,
+                hardware="h100-sxm", kernel_factor=1.331, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.341,
                 error_low=-0.890, error_high=0.276,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
-                "(step = gbs x 4096 / tok_s; the 64-node runs, 2.7x to 35x slower than the trend, are left "
-                "out), on h100-sxm's step model"),
+                "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 4.0x slower than predicted, are "
+                "left out), on h100-sxm's step model"),
             fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
             "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "
             "the first pipeline stage: nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776)",
