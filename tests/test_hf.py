@@ -83,3 +83,18 @@ def test_falcon_rw_key_names(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert total_params(load_model(str(path))) == 41_303_293_952
+
+
+@pytest.mark.parametrize("changes, block", [({"num_ln_in_parallel_attn": 1}, "parallel"),
+                                            ({"parallel_attn": False, "new_decoder_architecture": False}, "sequential")])
+def test_falcon_block_follows_transformers(tmp_path, changes, block):
+    """FalconDecoderLayer: one input_layernorm when num_ln_in_parallel_attn is 1 (Falcon2-11B), a sequential
+    block without parallel_attn. With one norm the count is transformers' 5.23 model's from this config
+    (41,302,310,912: one LayerNorm, weight and bias, fewer per layer)."""
+    config = {**json.loads((HF / "falcon-40b.json").read_text()), **changes}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    model = load_model(str(path))
+    assert model.block == block
+    if block == "parallel":
+        assert total_params(model) == 41_302_310_912

@@ -60,18 +60,6 @@ def output_params(*, vocab, hidden, tied):
     return 0 if tied else vocab * hidden
 
 
-def transformer_layer_params(*, hidden, ffn_hidden, heads, kv_heads, head_dim, gated, bias, norm_bias,
-                             qkv_bias=False, out_bias=False, mlp_bias=False, norms=2):
-    """One block: attention + MLP + two norms (one in a parallel block; ``mlp_bias``: the MLP's biases
-    without the attention's)."""
-    return (
-        attention_params(hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
-                         qkv_bias=qkv_bias, out_bias=out_bias)
-        + mlp_params(hidden=hidden, ffn_hidden=ffn_hidden, gated=gated, bias=bias or mlp_bias)
-        + norms * norm_params(hidden=hidden, with_bias=norm_bias)
-    )
-
-
 def qk_norm_params(*, head_dim):
     """Query and key RMSNorms over each head's d_h elements (Qwen3): 2 d_h per layer."""
     return 2 * head_dim

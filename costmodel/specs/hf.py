@@ -44,10 +44,7 @@ def from_hf_config(data: dict, name: str, where: str) -> dict:
                      source=where)
     if kind in _PARALLEL_FAMILIES:
         return {**described, **_PARALLEL_FAMILIES[kind](_keys(data, kind), where)}
-    missing = [key for key in _REQUIRED + _MOE_KEYS.get(kind, ()) + (_MLA_KEYS if kind == "deepseek_v3" else ())
-               if key not in data]
-    if missing:
-        raise CostModelError(f"{where}: missing {missing[0]!r} (needed for a {kind} config)")
+    _require(data, _REQUIRED + _MOE_KEYS.get(kind, ()) + (_MLA_KEYS if kind == "deepseek_v3" else ()), kind, where)
     if data.get("hidden_act", "silu") != "silu":
         raise CostModelError(f"{where}: hidden_act {shown(data['hidden_act'], 40)}: only SiLU (SwiGLU) MLPs are supported")
     heads = data["num_attention_heads"]
@@ -106,16 +103,19 @@ def _gpt_neox(data: dict, where: str) -> dict:
 def _falcon(data: dict, where: str) -> dict:
     """Falcon (transformers' FalconDecoderLayer): LayerNorms with bias, fused QKV, a GeLU MLP of
     ffn_hidden_size (default 4 D), biases only with ``bias``, tied embeddings by default; multi_query:
-    one KV head, new_decoder_architecture: num_kv_heads of them and two norms (ln_attn, ln_mlp);
-    parallel_attn with one input_layernorm otherwise. ALiBi and RoPE carry no parameters."""
+    one KV head, new_decoder_architecture: num_kv_heads of them and two norms (ln_attn, ln_mlp) unless
+    num_ln_in_parallel_attn is 1 (Falcon2-11B); parallel_attn with one input_layernorm otherwise; without
+    parallel_attn, a sequential block. ALiBi and RoPE carry no parameters."""
     _require(data, ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"), "falcon", where)
     _gelu(data, "activation", "gelu", where)
     hidden, heads, new = data["hidden_size"], data["num_attention_heads"], data.get("new_decoder_architecture") is True
-    if new:
-        kv_heads = data.get("num_kv_heads") or heads
-    else:
-        kv_heads = 1 if data.get("multi_query", True) is True else heads
-    block = "parallel-two-norms" if new else "parallel" if data.get("parallel_attn", True) is True else "sequential"
+    # FalconAttention: num_kv_heads if new_decoder_architecture or not multi_query, else 1
+    kv_heads = (data.get("num_kv_heads") or heads) if new or data.get("multi_query", True) is not True else 1
+    # FalconDecoderLayer: two norms (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2 (its default under the new
+    # decoder architecture), else one input_layernorm; no parallel_attn: sequential
+    norms = data.get("num_ln_in_parallel_attn") or (2 if new else 1)
+    block = ("sequential" if data.get("parallel_attn", True) is not True else
+             "parallel-two-norms" if norms == 2 else "parallel")
     return dict(hidden=hidden, ffn_hidden=data.get("ffn_hidden_size") or 4 * hidden, layers=data["num_hidden_layers"],
                 heads=heads, kv_heads=kv_heads, vocab=data["vocab_size"],
                 seq_len=data.get("max_position_embeddings", 2048), tied_embeddings=data.get("tie_word_embeddings", True)

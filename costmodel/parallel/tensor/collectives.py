@@ -26,7 +26,7 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None)
     pairs = 2 * layers if shape.attention else layers  # attention and MLP
     if dense_layers is not None:  # attention, the dense MLPs, the shared experts
         pairs = layers + dense_layers + ((layers - dense_layers) if shape.shared_width else 0)
-    outputs = shape.tp_outputs_per_layer * layers if shape.attention and dense_layers is None else pairs
+    outputs = pairs if shape.block == "sequential" else shape.tp_outputs_per_layer * layers  # parallel: dense only
     out = block_collectives(tokens=tokens, width=shape.width, inputs=pairs, outputs=outputs, tp=point.tp,
                             act_bytes=act, sp=sp, first_input_grad=shape.attention or shape.input_requires_grad)
     if shape.attention:
