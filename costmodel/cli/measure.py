@@ -123,6 +123,14 @@ def import_nccl_tests(
                    f"{sum(len(r['rows']) for r in document['runs'])} rows")
 
 
+def check_validate_options(hardware, placement: str) -> None:
+    """What `validate` and `plot validate` need: a hardware spec, and a placement nccl-tests prints."""
+    if hardware is None:
+        raise CostModelError("give --hardware (the spec whose network model is checked)")
+    if placement not in ("out-of-place", "in-place", "both"):
+        raise CostModelError(f"--placement {shown(placement)}: use out-of-place, in-place or both")
+
+
 def validate(
     results: Annotated[list[Path], typer.Argument(
         help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d "
@@ -147,10 +155,7 @@ def validate(
     from costmodel.specs.load import load_hardware
     from costmodel.specs.load import validate as validate_spec
 
-    if hardware is None:
-        raise CostModelError("give --hardware (the spec whose network model is checked)")
-    if placement not in ("out-of-place", "in-place", "both"):
-        raise CostModelError(f"--placement {shown(placement)}: use out-of-place, in-place or both")
+    check_validate_options(hardware, placement)
     if out is not None and not fit:
         raise CostModelError("--out writes the calibrated spec, which only --fit makes: add --fit")
     out = out_path(out)

@@ -188,17 +188,13 @@ def validate_cmd(
 
     Example: cost4d plot validate shipped:h100-8gpu-together-nccl-tests --hardware h100-sxm --out validate.png
     """
-    from costmodel.cli.measure import load_measurements
+    from costmodel.cli.measure import check_validate_options, load_measurements
     from costmodel.errors import CostModelError
-    from costmodel.inputs.files import shown
     from costmodel.measure.validate import compare, median_abs_error
     from costmodel.report.plot import check_path, validation
     from costmodel.specs.load import load_hardware
 
-    if hardware is None:
-        raise CostModelError("give --hardware (the spec whose network model is checked)")
-    if placement not in ("out-of-place", "in-place", "both"):
-        raise CostModelError(f"--placement {shown(placement)}: use out-of-place, in-place or both")
+    check_validate_options(hardware, placement)
     check_path(out, "--out")
     spec = load_hardware(hardware)
     rows = compare(load_measurements(results, hints), spec, placement)
