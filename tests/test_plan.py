@@ -177,3 +177,19 @@ def test_tpu_search_places_axes_on_the_torus():
     again = subprocess.run([sys.executable, "-m", "costmodel", *line.split()[1:], "--json"], capture_output=True,
                            text=True, check=True)
     assert json.loads(again.stdout)["step_s"] == pytest.approx(result.best[0].step_s, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_readme_ultrascale_ranking_figure():
+    """The README's 'in the measured top 3 in K of N cells' is what benchmarks/plan_vs_ultrascale.py gives."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root.parent / "shared" / "data" / "training-runs").is_dir():
+        pytest.skip("../shared/data is beside the checkout (CI links it)")
+    sys.path.insert(0, str(root / "benchmarks"))
+    import plan_vs_ultrascale
+
+    cells = plan_vs_ultrascale.ranking()
+    hits = sum(c[2] <= 3 for c in cells)
+    assert f"measured top 3 in {hits} of {len(cells)} cells" in " ".join((root / "README.md").read_text().split())
