@@ -42,14 +42,6 @@ def placement_rules(hardware, point) -> list:
     axes = hardware.level("ici").torus_axes
     # an axis of degree 1 spans no torus axis, whatever its --mx/--my says (the default 1 of the other)
     used = where(above_one(point.data), point.mx, 0) + where(above_one(point.tp), point.my, 0)
-    if not axes:
-        return []
-    # a group of n chips spans at most log2 n torus axes (at least 2 chips along each)
-    return [Rule(used <= axes, lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
-                 f"{hardware.name} has {axes}"),
-            Rule((point.mx <= 1) | (2**point.mx <= point.data),
-                 lambda: f"--mx {point.mx}: a data axis of {point.data} chips cannot span {point.mx} torus axes "
-                 f"(at least 2 chips along each: {2**point.mx})"),
-            Rule((point.my <= 1) | (2**point.my <= point.tp),
-                 lambda: f"--my {point.my}: a TP axis of {point.tp} chips cannot span {point.my} torus axes "
-                 f"(at least 2 chips along each: {2**point.my})")]
+    return [Rule(used <= axes,
+                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
+                 f"{hardware.name} has {axes}")] if axes else []

@@ -98,17 +98,18 @@ def torus_splits(hardware) -> list[tuple[int, int]]:
 
 
 def _with_torus_axes(rows, hardware):
-    """Each candidate once per (M_X, M_Y) of :func:`torus_splits`: more than one axis only for an axis of
-    more than one chip (otherwise the same layout again)."""
+    """Each candidate once per (M_X, M_Y) of :func:`torus_splits`: an axis spans more than one torus axis only
+    with at least 2 chips along each (the Scaling Book's problems may set M_X freely; a search keeps to layouts
+    a slice can hold)."""
     import numpy as np
 
     out = []
     for mx, my in torus_splits(hardware):
         keep = np.ones(len(rows), dtype=bool)
-        if mx > 1:
-            keep &= rows[:, 3] * rows[:, 4] > 1  # a data axis to spread (dp x fsdp)
-        if my > 1:
-            keep &= rows[:, 0] > 1  # a TP axis to spread
+        if mx > 1:  # a data axis (dp x fsdp) of at least 2 chips along each torus axis it spans
+            keep &= rows[:, 3] * rows[:, 4] >= 2**mx
+        if my > 1:  # likewise the TP axis
+            keep &= rows[:, 0] >= 2**my
         chosen = rows[keep]
         out.append(np.column_stack([chosen, np.full(len(chosen), mx), np.full(len(chosen), my)]))
     return np.concatenate(out)
