@@ -265,3 +265,11 @@ def test_without_matplotlib_as_a_real_process(tmp_path):
 def test_bad_input_is_one_line(capsys, monkeypatch, tmp_path, args, fragment):
     out = [] if "--out" in args else ["--out", str(tmp_path / "f.png")]
     one_line_error(cost4d(capsys, monkeypatch, "plot", *args, *out), fragment)
+
+
+def test_fp8_matmuls_sit_at_twice_the_bf16_intensity(h100):
+    """An fp8 GEMM reads 1-byte operands: the same shape's intensity doubles against bf16's 2 bytes."""
+    layout = Layout(**LLAMA70)
+    spec, rec = load_model("llama3-70b"), load_recipe("cs336")
+    marks = {p: roofline(evaluate_layout(spec, rec, layout, h100, precision=p), h100).marks[0] for p in ("bf16", "fp8")}
+    assert marks["fp8"].intensity == pytest.approx(2 * marks["bf16"].intensity, rel=1e-12)

@@ -60,7 +60,8 @@ def roofline(cost, hardware) -> Roofline:
     st, shape, point = cost.step, cost.shape, cost.point
     flops = st.hardware_flops / st.devices
     rows, cols, depth = mlp_gemm_shape(shape, point)
-    intensity = matmul_intensity(rows=rows, cols=cols, depth=depth, element_bytes=cost.recipe.activation_bytes)
+    element = 1 if st.precision == "fp8" else cost.recipe.activation_bytes  # fp8 GEMMs read 1-byte operands
+    intensity = matmul_intensity(rows=rows, cols=cols, depth=depth, element_bytes=element)
     hbm = hardware.hbm.bandwidth_bytes_per_s
     marks = [Mark("matmuls", "HBM", flops, flops / intensity, st.matmul_s)]
     if st.elementwise_s > 0:
