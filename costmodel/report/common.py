@@ -75,6 +75,8 @@ def layout_text(layout) -> str:
              if getattr(layout, axis) > 1]
     if layout.fsdp > 1:
         parts.append(f"ZeRO-{layout.zero}")
+    if layout.mx > 1 or layout.my > 1:  # TPU: torus axes of the data and TP axes
+        parts.append(f"M_X={layout.mx} M_Y={layout.my}")
     if layout.sp:
         parts.append("sp")
     if layout.etp is not None and layout.etp != layout.tp:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from costmodel.report.common import console, emit_json, table
+from costmodel.report.common import console, emit_json, layout_text, table
 
 
 def _layout_text(layout: dict) -> str:
-    parts = [f"{axis}={layout[axis]}" for axis in ("dp", "fsdp", "tp", "pp", "cp", "ep")
-             if layout.get(axis, 1) > 1]
-    if layout["fsdp"] > 1:
-        parts.append(f"ZeRO-{layout['zero']}")
-    if layout.get("mx", 1) > 1 or layout.get("my", 1) > 1:  # TPU: torus axes of the data and TP axes
-        parts.append(f"M_X={layout['mx']} M_Y={layout['my']}")
+    """The axes as every report names them (common.layout_text), then what the search varies beyond them."""
+    from costmodel.specs.layout import Layout
+
+    parts = [layout_text(Layout(**layout))]
     if layout["pp"] > 1:
         parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
                      + f" m={layout['microbatches']}")
