@@ -80,8 +80,7 @@ def runs(path=DATA) -> list[Run]:
                 plain = evaluate_layout(models[row["model"]], recipe, layout, hardware, framework=bare).step
             except (CostModelError, ValueError):
                 continue
-            parts = plain.critical_parts
-            critical = sum(v for k, v in parts.items() if k not in ("bubble_s", "data_exposed_s"))
+            critical = plain.modelled_critical_s
             floors = [evaluate_layout(models[row["model"]], recipe, layout, hardware,
                                       framework=bare.model_copy(update={"time": unit})).step.host_floor_s
                       for unit in (_unit(1.0, 0.0), _unit(0.0, 1.0))]

@@ -54,11 +54,16 @@ class StepTime:
     host_floor_s: object = 0  # the framework's host-bound floor of the slowest stage over the step
 
     @property
+    def modelled_critical_s(self):
+        """The critical path of one stage as the hardware model times it (compute, exposed TP, CP, EP and
+        pipeline traffic), before a framework's time and the bubble."""
+        return self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s + self.p2p_exposed_s
+
+    @property
     def critical_parts(self) -> dict:
         """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
         pipelined critical path, and the exposed data-axis traffic."""
-        critical = (self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s
-                    + self.p2p_exposed_s + self.framework_s)
+        critical = self.modelled_critical_s + self.framework_s
         return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": self.tp_exposed_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
                 "framework_s": self.framework_s,
