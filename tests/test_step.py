@@ -184,3 +184,16 @@ def test_every_shipped_device_has_a_sourced_step_model():
                               "--fsdp", "8", "--tokens", "8192", "--json"], capture_output=True, text=True)
         assert out.returncode == 0, (name, out.stderr)
         assert 0 < json.loads(out.stdout)["mfu"] < 1, name
+
+
+def test_readme_device_step_model_figures_are_the_specs():
+    """The README's device efficiencies are the values in hardware/*.toml, not typed apart."""
+    from costmodel.specs.load import load_hardware
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    eff = {name: load_hardware(name).step_model.matmul_efficiency for name in ("b200", "mi325x", "tpu-v5e", "trn2")}
+    assert f"at {eff['b200']:.0%} of dense peak" in readme
+    assert f"hipBLASLt {eff['mi325x']:.1%}" in readme
+    assert f"matmul at {eff['tpu-v5e']:.1%} on v5e" in readme
+    assert f"{632 / 667:.3f}" == f"{eff['trn2']:.3f}" and "632 of the chip's 667" in readme
+    assert all(load_hardware(n).step_model.matmul_efficiency == eff["tpu-v5e"] for n in ("tpu-v4", "tpu-v5p", "tpu-v6e"))
