@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from costmodel.specs.catalog import BUILTIN_MODELS
+from costmodel.specs.framework import FRAMEWORKS, Framework
 from costmodel.specs.hardware import Hardware
 from costmodel.specs.load import builtin_model, hardware_names, load_hardware, read_file, hardware_dir
 from costmodel.specs.model import FFNStack, Transformer
@@ -21,7 +22,14 @@ def test_builtin_models_validate_and_construct_alike(name):
 
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_recipes_validate(name):
+    """Shipped recipes are built without validation (Spec.builtin, for the cold start); validating gives the same."""
     assert Recipe.model_validate(RECIPES[name].model_dump()) == RECIPES[name]
+
+
+@pytest.mark.parametrize("name", list(FRAMEWORKS))
+def test_frameworks_validate(name):
+    """Shipped framework profiles, nested fitted times included, validate to the very same spec."""
+    assert Framework.model_validate(FRAMEWORKS[name].model_dump()) == FRAMEWORKS[name]
 
 
 def test_every_shipped_device_loads_with_sources():

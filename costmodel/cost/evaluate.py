@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from costmodel.cost import checks
 from costmodel.cost.collectives import Timed, step_collectives, timed
@@ -18,10 +19,12 @@ from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, stages_
 from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
 from costmodel.cost.shape import Shape
-from costmodel.cost.step import StepTime, step_time
 from costmodel.mathops import family, total
 from costmodel.parallel import pipeline
 from costmodel.parallel.pipeline import representative_stages
+
+if TYPE_CHECKING:
+    from costmodel.cost.step import StepTime
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
+            from costmodel.cost.step import step_time  # time only: memory and comm skip the import
+
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
                              framework_time=framework.time_on(hardware) if framework is not None else None)

@@ -18,6 +18,12 @@ class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True,
                               defer_build=True)  # schema built on first use: only the specs a command touches pay
 
+    @classmethod
+    def builtin(cls, **fields):
+        """A spec shipped in the code, built without validation so that the numeric path builds no schema
+        for it (tests/test_specs.py::test_builtin_specs_validate validates every one)."""
+        return cls.model_construct(**fields)
+
 
 def count(most: int):
     """A whole number from 1 to ``most``."""

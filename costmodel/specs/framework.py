@@ -113,9 +113,9 @@ _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in [
-        Framework(name="exact", description="the exact accounting: state and saved tensors, nothing else "
+        Framework.builtin(name="exact", description="the exact accounting: state and saved tensors, nothing else "
                   "(what PyTorch's saved_tensors_hooks and the homework problems see)"),
-        Framework(
+        Framework.builtin(
             name="nanotron",
             description="nanotron: bf16 params, fp32 grad buffer and master weights, ZeRO-0 (DDP) or ZeRO-1, "
             "SP, 1F1B, compute-balanced stages, fp32 loss",
@@ -126,7 +126,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # lazy module loading, about 0.5 GiB; NCCL Simple buffers for the world, dp, tp and pp groups
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
-            time=FrameworkTime(
+            time=FrameworkTime.builtin(
                 hardware="h100-sxm", kernel_factor=1.331, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.341,
                 error_low=-0.890, error_high=0.276,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
@@ -138,7 +138,7 @@ FRAMEWORKS: dict[str, Framework] = {
             source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), trainer.py L797-799 "
             "(DDP at ZeRO-0 only), models/base.py L211-235 (split), models/llama.py L874-925 (fp32 logits)",
         ),
-        Framework(
+        Framework.builtin(
             name="megatron",
             description="Megatron-LM/NeMo with the distributed optimizer (--fsdp N --zero 1): bf16 params and fp32 "
             "grads in contiguous buffers (collectives in place), in-place fp32 cross-entropy, TE's cached "
@@ -151,7 +151,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
             "core/transformer/transformer_block.py L147-159 (uniform split)",
         ),
-        Framework(
+        Framework.builtin(
             name="torchtitan",
             description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
             "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",

@@ -12,7 +12,6 @@ from pathlib import Path
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import NAME
 from costmodel.inputs.files import read_document, shown
-from costmodel.specs.hf import from_hf_config, is_hf_config
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -77,6 +76,8 @@ def load_model(name: str):
     from costmodel.specs.catalog import BUILTIN_MODELS
 
     if _is_path(name):
+        from costmodel.specs.hf import from_hf_config, is_hf_config  # files only: built-ins skip the import
+
         path = Path(name)
         data = read_file(path)
         if is_hf_config(data):

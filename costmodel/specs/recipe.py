@@ -85,25 +85,25 @@ class Recipe(Spec):
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in [
-        Recipe(
+        Recipe.builtin(
             name="cs336",
             description="fp32 master weights, fp32 accumulated grads, fp32 AdamW; bf16 autocast (16 B/param)",
             source="Stanford CS336 (Spring 2025) Assignment 2, communication_accounting",
         ),
-        Recipe(
+        Recipe.builtin(
             name="zero",
             description="fp16 weights and grads, fp32 master + Adam m, v (K = 12; 16 B/param)",
             compute="fp16", compute_weights="persistent", grads="fp16", grad_comm="fp16",
             activations="fp16",
             source="Rajbhandari et al. 2020, arXiv:1910.02054, Sec. 3.1",
         ),
-        Recipe(
+        Recipe.builtin(
             name="megatron",
             description="bf16 weights, fp32 main grads, fp32 master + Adam m, v (18 B/param)",
             compute_weights="persistent",
             source="Korthikanti et al. 2022, arXiv:2205.05198 (Fig. 1 memory at 18 B/param)",
         ),
-        Recipe(
+        Recipe.builtin(
             name="scaling-book",
             description="bf16 weights and fp32 Adam m, v only (10 B/param: 'params = HBM / 10')",
             compute_weights="persistent", master="none", grads="none",
