@@ -109,3 +109,36 @@ def test_one_gpu_per_node_on_two_nodes_gets_one_nics_share():
 
     two, three = seconds(2), seconds(3)
     assert three / 2 < two < three  # a ring over 2 moves (2-1)/2 of S, over 3 (3-1)/3: same link, less data
+
+
+@pytest.mark.parametrize("size, channels, per_channel, chunk", [
+    # 16 NVLS channels (H100), 8 heads: at least 16 KiB of traffic (8 KiB of data) per channel below 128 KiB;
+    # then S/16 each, the chunk 128 KiB halved below 64, 8 and 2 loops of 8 chunks per channel
+    (4096, 1, 4096, 16384), (64 * 1024, 8, 8192, 16384), (2**20, 16, 2**16, 16384),
+    (4 * 2**20, 16, 2**18, 16384), (8 * 2**20, 16, 2**19, 32768),
+    # 1,016 cells of 8 KiB at ceil(2 S / 16 / 16 KiB) = 64 cells per channel: the busiest holds 64 cells, not S/16,
+    # and 512 KiB is not below 2 x 8 x 32 KiB, so the chunk stays 32 KiB
+    (8 * 2**20 - 2**16, 16, 2**19, 32768),
+    (64 * 2**20, 16, 2**22, 65536), (2**30, 16, 2**26, 131072),
+])
+def test_nvls_channels_and_chunks_by_hand(size, channels, per_channel, chunk):
+    """NCCL 2.26.2's planner and calcCollChunking (enqueue.cc:497-597, 1877-1887) by hand: 2 S of traffic over
+    at most 16 channels in 8 KiB cells; the chunk halves below 64, 8 and 2 loops of 8 chunks on the busiest channel."""
+    from costmodel.formulas import nccl_nvls as nvls
+
+    assert nvls.channels_used(size, 16) == (channels, per_channel)
+    assert nvls.chunk_bytes(per_channel, 8) == chunk
+
+
+def test_nvls_all_reduce_adds_two_loops_of_fill_to_the_tuners_time():
+    """1 x 8 H100, 16 MiB all-reduce: NCCL picks NVLS/Simple (25 us + S / (8 x 40 x 5/6 GB/s)); the kernel's three
+    stages add two loops of 8 x 32 KiB on each of 16 channels at that bandwidth. Other ops and nodes: the tuner's."""
+    size, bandwidth = 16 * 2**20, 8 * 40 * 5 / 6  # GB/s = 1e3 B/us
+    algo, proto, seconds = choice("hgx-h100", "all-reduce", size, 1, 8)
+    assert (algo, proto) == ("nvls", "Simple")
+    tuner_us = 25 + size / (1e3 * bandwidth)
+    fill_us = 2 * 8 * 32768 * 16 / (1e3 * bandwidth)
+    assert seconds == pytest.approx((tuner_us + fill_us) * 1e-6, rel=1e-12)
+    arrays = TunedCost("hgx-h100", "all-reduce", np.array([1.0, 1.0]), np.array([8.0, 8.0])).seconds(
+        np.array([size, 2.0 * size]))
+    assert arrays[0] == pytest.approx(seconds, rel=1e-12)

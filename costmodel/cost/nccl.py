@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from costmodel.errors import CostModelError
+from costmodel.formulas import nccl_nvls as nvls
 from costmodel.formulas import nccl_topologies as nx
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.mathops import above_one, family, maximum, where
@@ -97,17 +98,28 @@ def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, 
     except ValueError:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
                              "(its tuner disables it there)") from None
+    heads = nvls_heads(TUNED[op], algo, topo)
+    if heads:
+        return algo, proto, seconds + 1e-6 * nvls.fill_us(
+            buffer_bytes, heads=heads, max_channels=topo.nvls_channels,
+            bandwidth_gbs=nt.tuned_bandwidth_gbs(coll=TUNED[op], algo=algo, proto=proto, topo=topo))
     if hop_us is None or nodes == 1:
         return algo, proto, seconds
     return algo, proto, 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes,
                                                topo=with_hop(topo, hop_us))
 
 
+def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
+    """The NVLS heads (one per GPU of the node, graph/connect.cc:241-258) where the time adds the NVLS
+    all-reduce's pipeline fill (formulas/nccl_nvls.py: one node), else 0: the tuner's time stands."""
+    return topo.n_ranks if algo == "nvls" and coll == "all_reduce" and topo.n_nodes == 1 else 0
+
+
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None) -> list[tuple]:
-    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us) of every
-    (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the plateau)
-    + S / (1000 B x correction) picks one; the timed latency (a measured network hop) replaces the
-    latency in its time."""
+    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, NVLS heads or 0,
+    NVLS channels) of every (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the
+    plateau) + S / (1000 B x correction) picks one; the timed latency (a measured network hop) replaces
+    the latency in its time, and NVLS heads add the pipeline fill."""
     topo = restricted(topology(preset, nodes, per_node), algorithm)
     timed = with_hop(topo, hop_us)
     coll, out = TUNED[op], []
@@ -121,7 +133,8 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
                 out.append((nt.latency_us(coll=coll, algo=algo, proto=proto, topo=topo), bandwidth,
                             proto if algo == "tree" and coll == "all_reduce" else None,
                             64 * topo.coll_channels * topo.n_ranks if plateau else 0,
-                            nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed)))
+                            nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
+                            nvls_heads(coll, algo, topo), topo.nvls_channels))
     return out
 
 
@@ -219,7 +232,7 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
         group, s = combos // len(sizes), sizes[combos % len(sizes)]
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys),
                    cost.hop_us)
-    latency, bandwidth, tree, plateau, timed = (column[:, group] for column in table)  # K x distinct (group, size)
+    latency, bandwidth, tree, plateau, timed, heads, channels = (column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
     bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
@@ -228,6 +241,12 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     transfer = s / (1000 * bandwidth * correction)
     pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
     chosen = np.take_along_axis(np.where(past, timed * 1.4, timed) + transfer, pick[None], axis=0)[0]
+    picked_heads, picked_channels, picked_bandwidth = (np.take_along_axis(v, pick[None], axis=0)[0]
+                                                       for v in (heads, channels, bandwidth))
+    if picked_heads.any():
+        fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(picked_channels, 1),
+                            bandwidth_gbs=picked_bandwidth)
+        chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
     best = chosen[back.ravel()]
     free = (nodes * per_node).ravel() <= 1
     priced = cost.offset + cost.scale * np.maximum(best * 1e-6, cost.launch)
@@ -236,8 +255,9 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
 
 @functools.lru_cache(maxsize=256)
 def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> tuple:
-    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency), each K x pairs: K candidate
-    slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3 is 'no correction'."""
+    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, NVLS heads, NVLS channels), each
+    K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
+    is 'no correction'."""
     import numpy as np
 
     found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None) if n * g > 1 else []
@@ -246,11 +266,13 @@ def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> t
     latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
     tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
         (k, len(pairs)), np.inf)
+    heads, channels = np.zeros((k, len(pairs)), dtype=int), np.zeros((k, len(pairs)), dtype=int)
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat, lat_timed) in enumerate(rows):
+        for i, (lat, bw, tree_proto, plat, lat_timed, head_count, channel_count) in enumerate(rows):
             latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
+            heads[i, j], channels[i, j] = head_count, channel_count
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau, timed
+    return latency, bandwidth, tree.astype(int), plateau, timed, heads, channels
 
 
 def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node, hop_us=None):
