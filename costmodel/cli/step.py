@@ -19,7 +19,8 @@ def step(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     overlap: Annotated[str, typer.Option(
-        help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds.")]
+        help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
+        "framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
     = "overlap",
     tp_overlap: Annotated[str, typer.Option(
         metavar="none|overlap", help="TP collectives: on the critical path (none; Megatron's default) or overlapped "

@@ -246,6 +246,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         extra = fs.framework_critical_seconds(critical=critical, kernel_factor=framework_time.kernel_factor,
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]
+        overlap = "none"  # what the fitted time assumes, whatever --overlap said: the output must say so
     step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
