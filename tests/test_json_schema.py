@@ -16,12 +16,20 @@ from costmodel.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-#: commands that may have no --json yet (cost4d plot writes figures; the README says so)
-NO_JSON = "plot "
 HOMEWORK = ("xxl", "zero", "bubble", "tpu-batch")
 BATCH = ["--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2"]
 SHIPPED = "shipped:h100-8gpu-together-nccl-tests"
 
+#: plot kind -> a command line (the figure goes to a temporary file)
+PLOTS = {
+    "pipeline": ["--pp", "4", "--microbatches", "8", "--schedule", "zb-h1"],
+    "memory": ["--model", "llama3-8b", "--pp", "2", "--tokens", "4096"],
+    "fsdp": ["--model", "xxl", "--limit", "95GB"],
+    "batch": [*BATCH, "--peak-flops", "4.6e14", "--ici-bandwidth", "1.8e11"],
+    "roofline": ["--model", "llama3-8b", "--hardware", "h100-sxm", "--tp", "2", "--tokens", "4096"],
+    "validate": [SHIPPED, "--hardware", "h100-sxm"],
+    "plan": ["--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--global-batch", "65536", "--seq", "8192"],
+}
 #: command -> argument lists that, between them, give every optional key the README names
 CASES = {
     "models": [[]], "hardware": [[]], "recipes": [[]], "frameworks": [[]],
@@ -45,6 +53,7 @@ CASES = {
     "explain memory": [["--model", "xxl", "--fsdp", "8", "--tokens", "4096"]],
     "import nccl-tests": [[SHIPPED], [SHIPPED, "--out", "{tmp}/r.json"]],
     "homework list": [[]],
+    **{f"plot {kind}": [[*args, "--out", "{tmp}/f.svg"]] for kind, args in PLOTS.items()},
     **{f"homework {kind}": [["--seed", "3"]] for kind in HOMEWORK},
 }
 #: run in a subprocess with torch, in the slow tier (a run takes 10-20 s on CPU)
@@ -94,6 +103,8 @@ def leaf_commands() -> dict[str, object]:
 
 
 def _readme_name(command: str) -> str:
+    if command.startswith("plot "):
+        return "plot KIND"
     return "homework KIND" if command.startswith("homework ") and command != "homework list" else command
 
 
@@ -101,8 +112,6 @@ def test_every_command_has_json_and_a_readme_row():
     table = documented()
     for command, click_command in leaf_commands().items():
         options = {o for p in click_command.params for o in getattr(p, "opts", [])}
-        if command.startswith(NO_JSON) and "--json" not in options:
-            continue
         assert "--json" in options, command
         assert _readme_name(command) in table, f"README's JSON output table lacks {command}"
         assert command in CASES or command in BENCH, f"no test case runs {command} --json"
@@ -156,3 +165,22 @@ def test_import_json_with_out_prints_the_document_it_writes(tmp_path):
     assert result.exit_code == 0 and json.loads(result.stdout) == json.loads(out.read_text())
     result = runner.invoke(app, ["import", "nccl-tests", SHIPPED, "--out", str(out)])
     assert result.stdout.startswith(f"wrote {out}: ") and len(result.stdout.splitlines()) == 1
+
+
+def documented_plot_data() -> dict[str, set]:
+    """plot kind -> the keys of its `data` the README lists ("- `plot KIND`: `key`, ..."; parentheses are inner keys)."""
+    text = (ROOT / "README.md").read_text()
+    out = {}
+    for kind, keys in re.findall(r"^- `plot ([a-z]+)`: (.*)$", text, flags=re.M):
+        out[kind] = set(re.findall(r"`([a-z_0-9]+)`", re.sub(r"\([^)]*\)", "", keys)))
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(PLOTS))
+def test_plot_data_keys_are_the_documented_ones(kind, tmp_path):
+    pytest.importorskip("matplotlib")
+    result = runner.invoke(app, ["plot", kind, *PLOTS[kind], "--out", str(tmp_path / "f.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["kind"] == kind and (tmp_path / "f.png").stat().st_size > 0
+    assert set(payload["data"]) == documented_plot_data()[kind]

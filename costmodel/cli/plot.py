@@ -21,6 +21,8 @@ plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 
                        "predicted vs measured collectives, the planner's layouts.", no_args_is_help=True)
 
 FigureOpt = Annotated[str, typer.Option("--out", metavar="FILE.png|svg", help="Where to write the figure.")]
+PlotJsonOpt = Annotated[bool, typer.Option("--json", help="After writing the figure, print JSON: the file and the "
+                                           "numbers it draws (README, JSON output).")]
 #: stage x micro-batch x chunk passes a timeline draws at most: beyond, its bars are narrower than a pixel
 TIMELINE_PASSES = 16_384
 
@@ -34,6 +36,7 @@ def pipeline_cmd(
                                           help="The schedule to play out.")] = "1f1b",
     chunks: Annotated[int, typer.Option(parser=whole(1, 64), metavar="V",
                                         help="Model chunks per device (--schedule interleaved).")] = 1,
+    as_json: PlotJsonOpt = False,
 ) -> None:
     """The schedule played out op by op: each stage's forwards and backwards (ZB-H1: input- and weight-gradient
     passes), and the bubble they leave (equal to the pipeline model's; tests/test_timeline.py).
@@ -52,8 +55,9 @@ def pipeline_cmd(
     ops = timeline(schedule, pp, microbatches, chunks=chunks)
     bubble = idle_fraction(ops, pp)
     pipeline_timeline(ops, pp, schedule, bubble, out, chunks=chunks)
-    typer.echo(f"{schedule}" + (f" (v = {chunks})" if chunks > 1 else "") + f", {pp} stages, {microbatches} "
-               f"micro-batches: bubble {bubble:.2%} of the step -> {out}")
+    _done(as_json, out, "pipeline", f"{schedule}" + (f" (v = {chunks})" if chunks > 1 else "") + f", {pp} stages, "
+          f"{microbatches} micro-batches: bubble {bubble:.2%} of the step",
+          lambda d: d.pipeline(ops, pp, schedule, microbatches, chunks, bubble))
 
 
 @plot_app.command("memory")
@@ -64,6 +68,7 @@ def memory_cmd(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     units: o.UnitsOpt = UnitSystem.si,
+    as_json: PlotJsonOpt = False,
     *,
     layout,
 ) -> None:
@@ -79,7 +84,8 @@ def memory_cmd(
     frame, spec, rec = load_run(model, recipe, framework)
     cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
     stage_memory(cost, out, units)
-    typer.echo(f"{spec.name}: memory per device of {len(cost.stages)} stage(s) -> {out}")
+    _done(as_json, out, "memory", f"{spec.name}: memory per device of {len(cost.stages)} stage(s)",
+          lambda d: d.stage_memory(cost))
 
 
 @plot_app.command("fsdp")
@@ -92,6 +98,7 @@ def fsdp_cmd(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     units: o.UnitsOpt = UnitSystem.si,
+    as_json: PlotJsonOpt = False,
     *,
     layout,
 ) -> None:
@@ -113,13 +120,13 @@ def fsdp_cmd(
     shards = sorted({answer, *(2**i for i in range(1, (4 * answer).bit_length()))})  # from 2: the FSDP regime
     need = [memory_at(spec, rec, layout, n, framework_) for n in shards]
     fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)
-    typer.echo(f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest under {source}: "
-               f"{answer} -> {out}")
+    _done(as_json, out, "fsdp", f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest "
+          f"under {source}: {answer}", lambda d: d.fsdp_memory(shards, need, limit_bytes, answer, source))
 
 
 @plot_app.command("batch")
 @with_batch_question
-def batch_cmd(model: o.ModelOpt, out: FigureOpt, *, question) -> None:
+def batch_cmd(model: o.ModelOpt, out: FigureOpt, as_json: PlotJsonOpt = False, *, question) -> None:
     """T_math against T_comms per MLP layer as the global batch grows, the compute-bound crossover marked
     (what `cost4d solve batch` answers; Scaling Book conventions).
 
@@ -132,9 +139,11 @@ def batch_cmd(model: o.ModelOpt, out: FigureOpt, *, question) -> None:
     check_path(out, "--out")
     spec, device, problem = question
     answer = solve_batch(problem)
-    batch_crossover(curves([answer]), f"{spec.name} on {device.name}", out)
-    typer.echo(f"{spec.name} on {device.name}, overlap {problem.overlap}: compute-bound from B = "
-               f"{answer.global_batch:,.0f} tokens ({answer.per_device_batch:,.1f} per device) -> {out}")
+    drawn = curves([answer])
+    batch_crossover(drawn, f"{spec.name} on {device.name}", out)
+    _done(as_json, out, "batch", f"{spec.name} on {device.name}, overlap {problem.overlap}: compute-bound from B = "
+          f"{answer.global_batch:,.0f} tokens ({answer.per_device_batch:,.1f} per device)",
+          lambda d: d.batch_crossover(drawn))
 
 
 @plot_app.command("roofline")
@@ -146,6 +155,7 @@ def roofline_cmd(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
+    as_json: PlotJsonOpt = False,
     *,
     layout,
 ) -> None:
@@ -167,9 +177,9 @@ def roofline_cmd(
     roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout)}, {layout.tokens:,} tokens per micro-batch"
              f", m = {layout.m}; recipe {cost.recipe.name}", out)
     slowest = min(placed.marks, key=lambda m: m.flops_per_s)
-    typer.echo(f"{spec.name} on {device.name}: the step at {placed.step_flops_per_s / 1e12:,.0f} TFLOP/s per device "
-               f"of {placed.peak_flops / 1e12:,.0f}; the longest part before overlap: {slowest.name} "
-               f"({slowest.seconds:,.3f} s) -> {out}")
+    _done(as_json, out, "roofline", f"{spec.name} on {device.name}: the step at {placed.step_flops_per_s / 1e12:,.0f} "
+          f"TFLOP/s per device of {placed.peak_flops / 1e12:,.0f}; the longest part before overlap: {slowest.name} "
+          f"({slowest.seconds:,.3f} s)", lambda d: d.roofline(placed))
 
 
 @plot_app.command("validate")
@@ -180,6 +190,7 @@ def validate_cmd(
     out: FigureOpt,
     hardware: o.HardwareOpt = None,
     placement: Annotated[str, typer.Option(help="out-of-place, in-place or both.")] = "out-of-place",
+    as_json: PlotJsonOpt = False,
     *,
     hints,
 ) -> None:
@@ -202,8 +213,8 @@ def validate_cmd(
         raise CostModelError("the measurements have no rows to compare (no sizes above 0 bytes)")
     validation(rows, f"{spec.name}, nccl-tests {placement}", out)
     error = median_abs_error(rows)
-    typer.echo(f"{spec.name}: {len(rows)} rows, median |error| over sizes >= 1 MiB "
-               + (f"{error:.1f}%" if error is not None else "-") + f" -> {out}")
+    _done(as_json, out, "validate", f"{spec.name}: {len(rows)} rows, median |error| over sizes >= 1 MiB "
+          + (f"{error:.1f}%" if error is not None else "-"), lambda d: d.validation(rows, spec.name, placement))
 
 
 @plot_app.command("plan")
@@ -218,6 +229,7 @@ def plan_cmd(
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
     headroom: HeadroomOpt = 0.0,
+    as_json: PlotJsonOpt = False,
 ) -> None:
     """Tokens/s against peak memory of every feasible layout, the Pareto front highlighted (the figure of
     `cost4d plan --plot`, without the table).
@@ -231,8 +243,18 @@ def plan_cmd(
     _, spec, _, device, _, result, header = search(model, hardware, gpus, global_batch, seq, recipe, framework,
                                                    precision, 1, headroom)
     plan_cloud(result, header, out)
-    typer.echo(f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the best "
-               f"{result.best[0].tokens_per_s:,.0f} tokens/s -> {out}")
+    _done(as_json, out, "plan", f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the "
+          f"best {result.best[0].tokens_per_s:,.0f} tokens/s", lambda d: d.plan_cloud(result))
+
+
+def _done(as_json: bool, out: str, kind: str, summary: str, data) -> None:
+    """The figure's one line, or with --json its record: the file, the line and ``data(plot_data)``, the numbers drawn."""
+    if not as_json:
+        typer.echo(f"{summary} -> {out}")
+        return
+    from costmodel.report import plot_data
+
+    plot_data.emit(out, kind, summary, data(plot_data))
 
 
 def register(app) -> None:

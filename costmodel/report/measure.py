@@ -12,7 +12,7 @@ from costmodel.units import UnitSystem, format_bytes
 TABLE_ROWS = 200
 
 
-def _rows_json(rows) -> list[dict]:
+def rows_json(rows) -> list[dict]:
     """One row per measured size: the op, the group, what the prediction assumed, both times, the error."""
     return [{"op": r.collective, "collective": r.collective, "algorithm": r.algorithm, "bytes": r.bytes,
              "ranks": r.nodes * r.gpus_per_node, "nodes": r.nodes, "gpus_per_node": r.gpus_per_node,
@@ -25,7 +25,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     from costmodel.measure.validate import summary
 
     rows = after if after is not None else before
-    payload = {"hardware": spec.name, "fitted": after is not None, "min_bytes": min_bytes, "rows": _rows_json(rows),
+    payload = {"hardware": spec.name, "fitted": after is not None, "min_bytes": min_bytes, "rows": rows_json(rows),
                **summary(rows, min_bytes), "uncalibrated": summary(before, min_bytes)}
     if fits:
         payload["fit"] = [{"collective": f.collective, "algorithm": f.algorithm, "level": f.level, "ranks": f.ranks,
