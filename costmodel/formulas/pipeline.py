@@ -27,12 +27,17 @@ def bubble_fraction(*, stages, microbatches, chunks=1, schedule="1f1b"):
 def microbatches_in_flight(*, stage, stages, microbatches, schedule="1f1b"):
     """Micro-batches whose activations stage ``stage`` (0 = first) holds at its peak.
 
-    GPipe / AFAB runs every forward first: all m. 1F1B and ZB-H1 start backward after p - i warm-up
-    forwards: min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1; Qi et al. 2023 keep 1F1B's memory).
+    GPipe / AFAB runs every forward first: all m. 1F1B starts backward after p - i warm-up forwards:
+    min(p - i, m) (Narayanan et al. 2021, Sec. 2.2.1). ZB-H1 delays each stage's weight-gradient passes so
+    that every stage has p micro-batches in flight (Qi et al. 2023, arXiv:2401.10241, Sec. 2.1): p - i awaiting
+    B and i awaiting only W. W keeps less than B (the matmuls' inputs and output gradients, Table 1), so
+    counting those i whole is an upper bound on stages after the first; stage 0, 1F1B's peak, is exact.
     Interleaving is handled by :func:`interleaved_in_flight`.
     """
     if schedule == "gpipe":
         return microbatches
+    if schedule == "zb-h1":
+        return minimum(stages, microbatches)
     return minimum(stages - stage, microbatches)
 
 
