@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from costmodel.specs.catalog import BUILTIN_MODELS
 from costmodel.specs.framework import FRAMEWORKS, Framework
 from costmodel.specs.hardware import Hardware
-from costmodel.specs.load import builtin_model, hardware_names, load_hardware, read_file, hardware_dir
+from costmodel.specs.load import builtin_model, hardware_dir, hardware_fields, hardware_names, load_hardware, read_file
 from costmodel.specs.model import FFNStack, Transformer
 from costmodel.specs.recipe import RECIPES, Recipe
 
@@ -30,6 +30,15 @@ def test_recipes_validate(name):
 def test_frameworks_validate(name):
     """Shipped framework profiles, nested fitted times included, validate to the very same spec."""
     assert Framework.model_validate(FRAMEWORKS[name].model_dump()) == FRAMEWORKS[name]
+
+
+@pytest.mark.parametrize("name", hardware_names())
+def test_shipped_devices_load_as_they_validate(name):
+    """load_hardware builds a shipped device without validation (speed); validating its file gives the same."""
+    validated, loaded = Hardware.model_validate(hardware_fields(hardware_dir() / f"{name}.toml")), load_hardware(name)
+    validated._folder = loaded._folder  # the loader notes where the file was
+    assert validated == loaded
+    assert repr(validated.model_dump()) == repr(loaded.model_dump())  # the same types too (floats stay floats)
 
 
 def test_every_shipped_device_loads_with_sources():

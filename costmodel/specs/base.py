@@ -5,7 +5,8 @@ number), strict types (``"12"`` is not 12). Every count and rate has the sanity 
 ``costmodel.inputs.bounds``, so no product the formulas form overflows.
 """
 
-from typing import Annotated
+from types import UnionType
+from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -20,9 +21,34 @@ class Spec(BaseModel):
 
     @classmethod
     def builtin(cls, **fields):
-        """A spec shipped in the code, built without validation so that the numeric path builds no schema
-        for it (tests/test_specs.py::test_builtin_specs_validate validates every one)."""
-        return cls.model_construct(**fields)
+        """A spec shipped with cost4d (in the code or in ``hardware/``), built without validation so that the
+        numeric path builds no schema for it; tests/test_specs.py validates every one and finds it equal.
+        Nested specs given as tables (and lists of them) are built alike, and a whole number where a float
+        is declared becomes a float, as validation makes it."""
+        return cls.model_construct(**{name: _shipped(cls.model_fields[name].annotation, value)
+                                      for name, value in fields.items()})
+
+
+def _shipped(annotation, value):
+    """``value`` as validation would leave it for a field declared ``annotation`` (trusted input)."""
+    if isinstance(value, dict):
+        spec = next((t for t in _types(annotation) if isinstance(t, type) and issubclass(t, Spec)), None)
+        return spec.builtin(**value) if spec is not None else value
+    if isinstance(value, list):
+        items = [arg for t in _types(annotation) if get_origin(t) is list for arg in get_args(t)]
+        return [_shipped(items[0] if items else None, v) for v in value]
+    if type(value) is int and float in _types(annotation) and int not in _types(annotation):
+        return float(value)
+    return value
+
+
+def _types(annotation) -> list:
+    """The types a field may hold: ``annotation`` with unions and ``Annotated`` opened (lists kept whole)."""
+    if get_origin(annotation) is Annotated:
+        return _types(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [t for arg in get_args(annotation) for t in _types(arg)]
+    return [annotation]
 
 
 def count(most: int):
