@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_layout
 from costmodel.errors import CostModelError
-from costmodel.inputs import bounds
-from costmodel.inputs.numbers import whole
 from costmodel.units import UnitSystem
 
 
@@ -49,12 +47,9 @@ def memory(
            formula=_formula(spec, rec, layout) if symbolic else None)
 
 
-@with_layout("tokens", "tp", "pp", "cp", "recompute", "checkpoint", tokens=1)
+@with_layout("tokens", "seq", "tp", "pp", "cp", "recompute", "checkpoint", tokens=1)
 def flops(
     model: o.ModelOpt,
-    seq: Annotated[Optional[int], typer.Option(
-        parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
-        help="Sequence length for the attention term (default: the model's).")] = None,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
     *,
@@ -71,11 +66,11 @@ def flops(
 
     spec = load_model(model)
     rec = load_recipe("cs336")  # FLOPs do not depend on the precision recipe
-    cost = evaluate_layout(spec, rec, layout, seq_len=seq)
-    report(cost, layout, as_json=as_json, formula=_formula(spec, rec, layout, seq_len=seq) if symbolic else None)
+    cost = evaluate_layout(spec, rec, layout)
+    report(cost, layout, as_json=as_json, formula=_formula(spec, rec, layout) if symbolic else None)
 
 
-@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
+@with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
              "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum", "tp_ends", "split", "tp_kv", "ep", "etp", "moe_imbalance")
 def comm(
     model: o.ModelOpt,

@@ -16,7 +16,7 @@ from costmodel.inputs.files import shown
 
 #: option name -> (typer Annotated type, default)
 OPTIONS = {
-    "tokens": (o.TokensOpt, 0), "dp": (o.DpOpt, 1), "fsdp": (o.FsdpOpt, 1), "zero": (o.ZeroOpt, 3),
+    "tokens": (o.TokensOpt, 0), "seq": (o.SeqOpt, None), "dp": (o.DpOpt, 1), "fsdp": (o.FsdpOpt, 1), "zero": (o.ZeroOpt, 3),
     "tp": (o.TpOpt, 1), "sp": (o.SpOpt, False), "pp": (o.PpOpt, 1), "cp": (o.CpOpt, 1),
     "shard_activations": (o.ShardActOpt, 0.0), "reshard": (o.ReshardOpt, True), "mx": (o.MxOpt, 1),
     "my": (o.MyOpt, 1), "recompute": (o.RecomputeOpt, "none"), "flash": (o.FlashOpt, True),
@@ -27,7 +27,7 @@ OPTIONS = {
     "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "etp": (o.EtpOpt, None),
     "moe_imbalance": (o.ImbalanceOpt, 1.0),
 }
-MEMORY = ("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
+MEMORY = ("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
           "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",
           "ep", "etp", "moe_imbalance")
 

@@ -29,6 +29,9 @@ HardwareOpt = Annotated[Optional[str], typer.Option(metavar="NAME|FILE",
     help="Device name (see `cost4d hardware`) or a hardware spec file.")]
 TokensOpt = Annotated[int, typer.Option(parser=whole(0, bounds.TOKENS), metavar="TOKENS",
     help="Tokens one model replica holds at once: micro-batch x sequence.", rich_help_panel=_LAYOUT)]
+SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+    help="Sequence length, how far attention reaches (default: the model's, or --tokens when a micro-batch holds "
+    "fewer).", rich_help_panel=_LAYOUT)]
 DpOpt = Annotated[int, typer.Option(**DEGREE, help="Data-parallel replicas (DDP; HSDP replicas).", rich_help_panel=_LAYOUT)]
 FsdpOpt = Annotated[int, typer.Option(**DEGREE, help="Devices the data axis shards state over (ZeRO/FSDP).",
                                       rich_help_panel=_LAYOUT)]

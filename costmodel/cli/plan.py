@@ -18,7 +18,7 @@ GpusOpt = Annotated[int, typer.Option("--gpus", parser=whole(1, bounds.DEVICES),
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", parser=whole(1, bounds.TOKENS), metavar="TOKENS",
                                              help="Tokens per optimizer step (all replicas, all micro-batches).")]
 SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
-                                               help="Sequence length (default: the model's).")]
+                                               help="Sequence length of every layout (default: the model's).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", metavar="bf16|fp8",
                                            help="Matmul precision, as in `cost4d step`.")]
 HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), metavar="FRACTION",

@@ -10,7 +10,7 @@ from costmodel.cli import options as o
 from costmodel.cli.layout import with_layout
 
 
-@with_layout("tokens", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
+@with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
              "microbatches", "chunks", "cp_kind", "grad_accum", "tp_ends", "split", "tp_kv", "attention", "checkpoint",
              "ep", "etp", "moe_imbalance", "mx", "my")
 def step(

@@ -131,4 +131,14 @@ def evaluate_layout(model, recipe, layout, hardware=None, *, framework=None, **o
     point = Point.of(layout)
     if framework is not None and layout.split is None:
         point = replace(point, split=framework.split)
-    return evaluate(Shape.of(model), recipe, point, hardware, framework=framework, **options)
+    return evaluate(layout_shape(model, layout), recipe, point, hardware, framework=framework, **options)
+
+
+def layout_shape(model, layout) -> Shape:
+    """The model's shape with the sequence the layout runs: --seq, else the model's own, shortened to --tokens
+    when a micro-batch holds fewer (a replica cannot attend over more tokens than it holds)."""
+    shape = Shape.of(model)
+    if not shape.attention:
+        return shape
+    seq = layout.seq if layout.seq is not None else min(shape.seq_len, layout.tokens) if layout.tokens else shape.seq_len
+    return shape if seq == shape.seq_len else replace(shape, seq_len=seq)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 import sympy as sp
 
 from costmodel.cost import memory as cm
-from costmodel.cost.evaluate import Cost, evaluate
+from costmodel.cost.evaluate import Cost, evaluate, layout_shape
 from costmodel.cost.point import LETTERS as POINT_LETTERS, Point
-from costmodel.cost.shape import ALL_LETTERS as SHAPE_LETTERS, Shape
+from costmodel.cost.shape import ALL_LETTERS as SHAPE_LETTERS
 from costmodel.mathops import exact_fraction, letter
 
 MEANINGS = {
@@ -63,7 +63,7 @@ def symbol(name: str):
 
 def formula(model, recipe, layout, hardware=None, **options) -> Formula:
     """:func:`evaluate` with letters; ``values`` holds each letter's value for this layout."""
-    shape, point = Shape.of(model), Point.of(layout)
+    shape, point = layout_shape(model, layout), Point.of(layout)
     cost = evaluate(shape.symbolic(), recipe, point.symbolic(), hardware, **options)
     values = {symbol(SHAPE_LETTERS[f]): v for f, v in shape.values().items()}
     values.update({symbol(POINT_LETTERS[f]): v for f, v in point.values().items()})
@@ -88,7 +88,7 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     The same component functions as the numbers, with P, A and U for the stage's parameters,
     activation bytes and unsaved weight copies: evaluated at the values, they give the same total.
     """
-    shape, point = Shape.of(model), Point.of(layout)
+    shape, point = layout_shape(model, layout), Point.of(layout)
     numeric = evaluate(shape, recipe, point).heaviest
     fsdp = symbol("N") if point.fsdp != 1 else 1
     ep = symbol("E_p") if point.ep != 1 else 1

@@ -10,7 +10,7 @@ def flops(cost, layout, *, as_json, formula=None):
     """Print forward/backward FLOPs per token and per micro-batch of the replica."""
     result = cost.flops
     payload = {
-        "model": cost.shape.name, "tokens": result.tokens,
+        "model": cost.shape.name, "tokens": result.tokens, "seq": cost.shape.seq_len or None,
         "forward_flops_per_token": number(result.forward_per_token),
         "backward_flops_per_token": number(result.backward_per_token),
         "flops_per_token": number(result.per_token),
@@ -30,7 +30,8 @@ def flops(cost, layout, *, as_json, formula=None):
         f = formula.cost.flops
         print_formula(out, "FLOPs per token; a step multiplies by its tokens", sym["expressions"],
                       formula.legend(f.forward_per_token, f.backward_per_token, f.recompute_per_token))
-    t = table(f"{cost.shape.name}: FLOPs (matmuls) for {result.tokens:,} tokens", "pass", ">per token", ">per step")
+    span = f" (sequences of {cost.shape.seq_len:,})" if cost.shape.seq_len else ""
+    t = table(f"{cost.shape.name}: FLOPs (matmuls) for {result.tokens:,} tokens{span}", "pass", ">per token", ">per step")
     t.add_row("forward", f"{result.forward_per_token:,.0f}", f"{result.forward:.4e}")
     t.add_row("backward", f"{result.backward_per_token:,.0f}", f"{result.backward:.4e}")
     t.add_row("[bold]model total[/] (MFU counts these)", f"{result.per_token:,.0f}", f"{result.total:.4e}")

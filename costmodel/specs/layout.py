@@ -38,6 +38,9 @@ class Layout(Spec):
         "(dropless routing; 1: perfectly balanced). It scales that rank's all-to-alls, expert activations and time")
     tokens: Annotated[int, Field(ge=0, le=bounds.TOKENS)] = Field(
         0, description="tokens one model replica holds at once: micro-batch x sequence (tokens)")
+    seq: Annotated[int, Field(gt=0, le=bounds.SEQUENCE)] | None = Field(
+        None, description="sequence length: how far attention reaches (default: the model's, or --tokens when "
+        "a micro-batch holds fewer tokens)")
     shard_activations: Annotated[float, Field(ge=0, le=1)] = Field(
         0.0, description="fraction of saved activations sharded over the fsdp axis (XXL (b): 0.5)")
     reshard_after_forward: bool = Field(
@@ -84,6 +87,9 @@ class Layout(Spec):
             raise ValueError("--shard-activations shards over the fsdp axis: it needs --fsdp > 1")
         if self.etp is not None and self.tp % self.etp:
             raise ValueError(f"--etp {self.etp} does not divide --tp {self.tp}")
+        if self.seq is not None and self.tokens and self.tokens % self.seq:
+            raise ValueError(f"--tokens {self.tokens} is not a whole number of --seq {self.seq} sequences "
+                             "(tokens = micro-batch x sequence)")
         if self.cp > 1 and self.tokens % self.cp:
             raise ValueError(f"--cp {self.cp} does not divide --tokens {self.tokens}")
         if self.chunks > 1 and self.schedule != "interleaved":
