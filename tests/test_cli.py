@@ -275,3 +275,18 @@ def test_every_command_takes_plain():
 
     runner.invoke(app, ["models"])
     assert common.PLAIN is False  # reset by the next invocation
+
+
+def test_spec_text_prints_as_written_not_as_markup(tmp_path):
+    """A model named '[red]x[/]' and a source citing '[nccl]' are text, not rich styles, in every table."""
+    spec = tmp_path / "m.toml"
+    spec.write_text('kind = "transformer"\nname = "[red]x[/]"\nhidden = 64\nffn_hidden = 128\nlayers = 2\nheads = 4\n'
+                    'kv_heads = 4\nvocab = 100\nseq_len = 16\n')
+    for command in (["memory", "--model", str(spec), "--tokens", "16"],
+                    ["step", "--model", str(spec), "--hardware", "h100-sxm", "--tokens", "16"],
+                    ["flops", "--model", str(spec), "--tokens", "16"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+        assert "[red]x[/]" in result.output, command
+    a100 = runner.invoke(app, ["step", "--model", "llama3-8b", "--hardware", "a100-80gb", "--tokens", "8192"])
+    assert "([nccl] above)" in a100.output

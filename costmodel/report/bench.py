@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from costmodel.report.common import console, emit_json, table
+from costmodel.report.tables import literal
 from costmodel.units import UnitSystem, format_bytes
 
 
@@ -56,7 +57,7 @@ def gpu(doc: dict, spec, out, as_json: bool) -> None:
     step, best = doc["ffn_step"], max(doc["matmul_bf16"], key=lambda r: r["flops_per_s"])
     c = console()
     t = table(f"bench gpu on {doc['environment']['device']}: measured vs cost4d"
-              + (f" ({spec.name})" if spec else " (--hardware NAME adds the time, MFU and peaks)"),
+              + (f" ({literal(spec.name)})" if spec else " (--hardware NAME adds the time, MFU and peaks)"),
               "quantity", ">measured", ">cost4d", ">cost4d vs measured")
     peak = spec.flops("bf16") if spec else None
     rows = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report.common import console, emitted_json, layout_text, number, print_formula, table
+from costmodel.report.tables import literal
 from costmodel.units import format_bytes
 
 
@@ -31,7 +32,7 @@ def flops(cost, layout, *, as_json, formula=None):
         print_formula(out, "FLOPs per token; a step multiplies by its tokens", sym["expressions"],
                       formula.legend(f.forward_per_token, f.backward_per_token, f.recompute_per_token))
     span = f" (sequences of {cost.shape.seq_len:,})" if cost.shape.seq_len else ""
-    t = table(f"{cost.shape.name}: FLOPs (matmuls) for {result.tokens:,} tokens{span}", "pass", ">per token", ">per step")
+    t = table(f"{literal(cost.shape.name)}: FLOPs (matmuls) for {result.tokens:,} tokens{span}", "pass", ">per token", ">per step")
     t.add_row("forward", f"{result.forward_per_token:,.0f}", f"{result.forward:.4e}")
     t.add_row("backward", f"{result.backward_per_token:,.0f}", f"{result.backward:.4e}")
     t.add_row("[bold]model total[/] (MFU counts these)", f"{result.per_token:,.0f}", f"{result.total:.4e}")
@@ -97,7 +98,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
         for letter, (meaning, value) in formula.legend(*(getattr(c, 'collective', c).bytes_sent
                                                           for c in formula.cost.collectives)).items():
             out.print(f"  {letter} = {number(value):,}" + (f"  ({meaning})" if meaning else ""))
-    t = table(f"{cost.shape.name} on {hardware.name}: collectives per step ({layout_text(layout)})",
+    t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step ({layout_text(layout)})",
               "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "level", ">ms")
     for r in rows:
         c = r.collective

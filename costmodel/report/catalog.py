@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report.common import console, emit_json, table
+from costmodel.report.tables import literal
 
 
 def models(as_json: bool) -> None:
@@ -33,7 +34,7 @@ def models(as_json: bool) -> None:
                 f" dense={moe['dense_layers']}" if moe["dense_layers"] else "")
         if s.get("mla"):
             shape += " MLA"
-        t.add_row(row["name"], row["kind"], f"{row['params']:,}", f"{row['active_params']:,}", shape, s["source"])
+        t.add_row(row["name"], row["kind"], f"{row['params']:,}", f"{row['active_params']:,}", shape, literal(s["source"]))
     console().print(t)
 
 
@@ -66,7 +67,7 @@ def recipes(as_json: bool) -> None:
         return
     t = table("Precision recipes (--recipe)", "name", ">B/param", "description", "source")
     for r in rows:
-        t.add_row(r["name"], str(r["state_bytes_per_param"]), r["description"], r["source"])
+        t.add_row(r["name"], str(r["state_bytes_per_param"]), literal(r["description"]), literal(r["source"]))
     console().print(t)
 
 
@@ -91,7 +92,7 @@ def frameworks(as_json: bool) -> None:
                        f"(+{ft['pipeline_tp_rank_s'] * 1e3:.2f} ms per TP rank, pipeline across nodes), data "
                        f"x{ft['data_factor']:g} unoverlapped")
         t.add_row(f["name"], f["recipe"] or "-", f["split"], ", ".join(named) or "-", fitted,
-                  (f["source"] + ("; fitted on " + f["fitted_on"] if f["fitted_on"] else "")) or f["description"])
+                  literal((f["source"] + ("; fitted on " + f["fitted_on"] if f["fitted_on"] else "")) or f["description"]))
     console().print(t)
 
 

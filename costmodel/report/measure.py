@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from costmodel.report.common import console, emit_json, table
+from costmodel.report.tables import literal
 from costmodel.units import UnitSystem, format_bytes
 
 
@@ -39,7 +40,7 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         emit_json(payload)
         return
     c = console()
-    t = table(f"Predicted vs measured on {spec.name}" + (" (after --fit)" if after is not None else ""),
+    t = table(f"Predicted vs measured on {literal(spec.name)}" + (" (after --fit)" if after is not None else ""),
               "collective", "algorithm", ">size", "assumed", ">measured", ">predicted", ">error")
     shown = [r for r in rows if r.bytes >= min_bytes]
     for r in shown[:TABLE_ROWS]:

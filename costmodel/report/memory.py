@@ -5,6 +5,7 @@ from __future__ import annotations
 from costmodel.cost.memory import OVERHEADS, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
+from costmodel.report.tables import literal
 from costmodel.units import UnitSystem, format_bytes
 
 COMPONENT_LABELS = {
@@ -98,8 +99,8 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
         out.print(f"  total evaluated = {sym['total_evaluated']:,} B\n")
     top = cost.heaviest
     active = f" ({cost.shape.active_params():,} active per token)" if cost.shape.moe else ""
-    out.print(f"[bold]{cost.shape.name}[/]: {cost.params:,} parameters{active}; recipe [bold]{cost.recipe.name}[/] "
-              f"({cost.recipe.description}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
+    out.print(f"[bold]{literal(cost.shape.name)}[/]: {cost.params:,} parameters{active}; recipe [bold]{literal(cost.recipe.name)}[/] "
+              f"({literal(cost.recipe.description)}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
     kind = data["weight_copies"]
     t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")
     for name, value in top.components.items():
@@ -119,7 +120,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
                   f"[bold]{in_units(top.reserved_bytes, units)}[/]")
     out.print(t)
     if cost.framework is not None:
-        out.print(f"Framework [bold]{cost.framework.name}[/]: peak is the larger phase, not the sum of every term; "
+        out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the larger phase, not the sum of every term; "
                   f"fitted on {cost.framework.fitted_on or 'nothing'}.")
     if layout.pp > 1:
         _print_stages(out, cost, data["pipeline"], units)
@@ -132,7 +133,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     out.print(f"Unsharded training state ({cost.recipe.state_bytes_per_param} B/param): {state:,.0f} B "
               f"= {state / 1e9:,.1f} GB = {state / 2**30:,.1f} GiB")
     for r in worth:
-        out.print(f"  = {r.ratio:.2f} -> {r.devices} x {hardware.name} at {r.label}")
+        out.print(f"  = {r.ratio:.2f} -> {r.devices} x {literal(hardware.name)} at {r.label}")
     if fits:
         verdict = {"fits": "fits", "oom": "does NOT fit", "tight": "may not fit"}[data["fits"]["verdict"]]
         outside = data["outside_allocator_bytes"]
@@ -143,7 +144,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
             band = (f"; 90% of the fitted runs measured within {format_bytes(low, units)} to "
                     f"{format_bytes(high, units)}")
         out.print(f"Per-device need {format_bytes(_needed(cost), units)}{extra} {verdict} in "
-                  f"{hardware.name}'s {format_bytes(capacity, units)}{band}")
+                  f"{literal(hardware.name)}'s {format_bytes(capacity, units)}{band}")
     out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report.common import console, emit_json, layout_text, table
+from costmodel.report.tables import literal
 
 
 def _layout_text(layout: dict) -> str:
@@ -37,7 +38,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
         emit_json({**data, "why": reason})
         return
     out = console()
-    out.print(f"[bold]{header['model']}[/] on {header['devices']:,} x {header['hardware']}, "
+    out.print(f"[bold]{literal(header['model'])}[/] on {header['devices']:,} x {literal(header['hardware'])}, "
               f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
               f"framework {header['framework']}, {header['precision']}")
     t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">bubble",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from costmodel.report.common import console, emitted_json, table
+from costmodel.report.tables import literal
 
 
 def _finite(value: float):
@@ -36,7 +37,7 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
     if emitted_json(payload, None, as_json):
         return
     out = console()
-    out.print(f"[bold]{model.name}[/] on {hardware.name}: X = {p.fsdp} (M_X = {p.mx}), Y = {p.tp} (M_Y = {p.my}), "
+    out.print(f"[bold]{literal(model.name)}[/] on {literal(hardware.name)}: X = {p.fsdp} (M_X = {p.mx}), Y = {p.tp} (M_Y = {p.my}), "
               f"N = {p.devices}; C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s, alpha = {p.alpha:,.1f}; "
               f"pass {p.pass_}, overlap {p.overlap}")
     formula = ("(alpha/(Y M_X)) / (1 - alpha Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")

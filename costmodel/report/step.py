@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report.common import console, emit_json, table
+from costmodel.report.tables import literal
 
 
 def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None):
@@ -46,19 +47,19 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         return
     b = cost.step
     out = console()
-    t = table(f"{cost.shape.name} on {b.devices} x {hardware.name}: one step", "part", ">seconds", "")
+    t = table(f"{literal(cost.shape.name)} on {b.devices} x {literal(hardware.name)}: one step", "part", ">seconds", "")
     hidden = {"none": "on the critical path"}
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
     exposed_note = f"of which exposed ({b.overlap})"
     if timed:
-        exposed_note = f"{cost.framework.name}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
+        exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
     notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak{experts}", "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
-             "framework_s": (f"{cost.framework.name}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
+             "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
                              f"floor ({b.host_floor_s:.4f} s), fitted" if timed else ""),
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note}
     for key, value in b.parts.items():
@@ -74,13 +75,13 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
-    out.print(f"Step-model parameters: {hardware.step_model.source}")
+    out.print(f"Step-model parameters: {literal(hardware.step_model.source)}")
     if cost.framework is not None and cost.framework.time is not None and not timed:
-        out.print(f"{cost.framework.name}'s fitted time is for {cost.framework.time.hardware} (its runs'); "
-                  f"not applied on {hardware.name}")
+        out.print(f"{literal(cost.framework.name)}'s fitted time is for {cost.framework.time.hardware} (its runs'); "
+                  f"not applied on {literal(hardware.name)}")
     if low_high and timed:
         low, high = errors(hardware, b.precision, cost.shape.moe, cost.framework)
-        out.print(f"{cost.framework.name}'s time: {cost.framework.time.fitted_on}. Range: 90% of those runs "
+        out.print(f"{literal(cost.framework.name)}'s time: {literal(cost.framework.time.fitted_on)}. Range: 90% of those runs "
                   f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)

@@ -23,6 +23,12 @@ GAP = 2
 FOLD_FLOOR = 8
 
 
+def literal(text) -> str:
+    """``text`` from a spec or a user, escaped so that rich (and :func:`strip_markup`) print it as written:
+    a model named '[red]' or a source citing '[nccl]' is not a style (rich.markup.escape's rule)."""
+    return _TAG.sub(lambda tag: f"{tag.group(1)}{tag.group(1)}\\[{tag.group(2)}]", str(text))
+
+
 def strip_markup(text: str) -> str:
     """``text`` as rich would show it, without its styles ('[bold]x[/]' -> 'x'; '\\[x]' -> '[x]')."""
     def plain(tag: re.Match) -> str:

@@ -106,7 +106,7 @@ _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the 
 #: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
 #: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
 _FITTED = dict(activation_factor=1.27, reserve_bytes=223_678_628, error_low=-0.347, error_high=0.198)
-_BORROWED = "borrowed from the nanotron fit (no measured runs of this framework in shared/data/training-runs)"
+_BORROWED = "nanotron's runs, borrowed (no measured runs of this framework in shared/data/training-runs)"
 _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
 
 #: Named profiles. Fitted constants: benchmarks/fit_memory_nanotron.py prints them.
