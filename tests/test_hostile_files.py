@@ -161,6 +161,12 @@ CASES = [
         RESULTS["runs"][0], rows=[{"bytes": 2**21}])])))), ["runs.0.rows.0.time_s", "Field required"]),
     ("time as text", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
         RESULTS["runs"][0], rows=[{"bytes": 2**21, "time_s": "fast"}])])))), ["time_s"]),
+    ("time as a number in text", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
+        RESULTS["runs"][0], rows=[{"bytes": 2**21, "time_s": "0.5"}])])))), ["time_s", "valid number"]),
+    ("time as a boolean", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
+        RESULTS["runs"][0], rows=[{"bytes": 2**21, "time_s": True}])])))), ["time_s", "valid number"]),
+    ("bytes as a boolean", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
+        RESULTS["runs"][0], rows=[{"bytes": True, "time_s": 1e-4}])])))), ["bytes", "valid integer"]),
     ("no environment", lambda d: validate(write(d, "r.json", json.dumps(
         {k: v for k, v in RESULTS.items() if k != "environment"}))), ["environment"]),
     ("world size mismatch", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, environment={

@@ -22,7 +22,7 @@ Rate = Annotated[float, Field(ge=0, le=bounds.BANDWIDTH[1] * 1e3)]
 class Record(Spec):
     """A part of a results file: checked like a spec, but fields cost4d does not read are kept."""
 
-    model_config = Spec.model_config | {"extra": "allow", "strict": False}
+    model_config = Spec.model_config | {"extra": "allow"}  # strict like a spec: true is not 1, "0.5" not 0.5
 
 
 class Row(Record):
