@@ -136,3 +136,5 @@ def test_shipped_logs_by_name():
     assert len({(r["collective"], r["algorithm"]) for r in json.loads(outcome.stdout)["rows"]}) == 4
     assert_refused(run(["validate", "shipped:nope", "--hardware", "h100-sxm"]), "no shipped logs 'nope'",
                    "h100-8gpu-together-nccl-tests")
+    # the GEMM table ships in hardware/measured too, but it is no collective log
+    assert_refused(run(["validate", "shipped:h100-matmul-xla", "--hardware", "h100-sxm"]), "no shipped logs")
