@@ -71,6 +71,9 @@ REFUSED = [
     (["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--ici-bandwidth", "inf"],
      ["'inf'"]),
     ([*V5P, "--peak-flops", "nan"], ["'nan'"]),
+    # a layout that is never compute-bound: explain refuses as solve does (it printed B = inf)
+    (["explain", "batch", "--model", "llama3-8b", "--hardware", "h100-sxm", "--fsdp", "8", "--tp", "8"],
+     ["TP degree Y = 8 is never compute-bound"]),
     ([*V5P, "--peak-flops", "1e-300"], ["out of range"]),
     # layouts the hardware or model cannot take
     (["comm", "--model", "xxl", "--hardware", "tpu-v5p", "--mx", "3", "--my", "3", "--fsdp", "8", "--tp", "8"],
