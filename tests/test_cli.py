@@ -290,3 +290,19 @@ def test_spec_text_prints_as_written_not_as_markup(tmp_path):
         assert "[red]x[/]" in result.output, command
     a100 = runner.invoke(app, ["step", "--model", "llama3-8b", "--hardware", "a100-80gb", "--tokens", "8192"])
     assert "([nccl] above)" in a100.output
+
+
+def test_step_says_whether_the_layout_fits_and_prints_tiny_times():
+    """A step on a layout that does not fit says so (its time is no answer); a 4-microsecond step is not 0.0000."""
+    huge = runner.invoke(app, ["step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens", "1048576"])
+    assert "DOES NOT FIT" in huge.output
+    fine = runner.invoke(app, ["step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tp", "8", "--tokens", "8192"])
+    assert ": fits" in fine.output
+    tiny = runner.invoke(app, ["step", "--model", "gpt2", "--hardware", "h100-sxm", "--tokens", "1"])
+    step_row = next(line for line in tiny.output.splitlines() if line.startswith("step "))
+    assert "0.0000" not in step_row and "e-06" in step_row
+
+
+def test_a_notebook_goes_to_an_ipynb_file(tmp_path):
+    result = runner.invoke(app, ["homework", "xxl", "--format", "ipynb", "--out", str(tmp_path / "x.txt")])
+    assert ".ipynb" in str(result.exception) and not (tmp_path / "x.txt").exists()  # main() turns it into exit 2

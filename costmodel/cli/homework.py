@@ -40,10 +40,14 @@ def _command(kind: str):
     def command(seed: SeedOpt = 0, answers: AnswersOpt = False, fmt: DocFormatOpt = "text", out: OutOpt = None,
                  as_json: o.JsonOpt = False) -> None:
         from costmodel.homework import problem
+        from costmodel.errors import CostModelError
+        from costmodel.inputs.files import shown
         from costmodel.inputs.output import writable, write_text
         from costmodel.report.common import emit_json
 
         path = writable(out) if out else None
+        if path is not None and fmt == "ipynb" and path.suffix != ".ipynb":
+            raise CostModelError(f"--out {shown(out)}: a notebook (--format ipynb) goes to a .ipynb file")
         hw = problem(kind, seed)
         if as_json:
             emit_json(hw.as_dict())

@@ -30,7 +30,7 @@ OVERHEAD_LABELS = {
 }
 
 
-def _needed(cost) -> float:
+def needed(cost) -> float:
     """What the heaviest stage needs of the device: reserved peak plus what lives outside the allocator."""
     outside = cost.framework.outside_allocator_bytes if cost.framework is not None else 0
     return cost.heaviest.reserved_bytes + outside
@@ -38,7 +38,7 @@ def _needed(cost) -> float:
 
 def verdict(cost, capacity) -> str:
     """fits / tight / oom: against the band the framework's fit gives (the exact accounting: no band)."""
-    need = _needed(cost)
+    need = needed(cost)
     if cost.framework is None:
         return "fits" if need <= capacity else "oom"
     outside = cost.framework.outside_allocator_bytes
@@ -71,8 +71,8 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
                                         "ratio": r.ratio, "devices": r.devices} for r in worth]},
     }
     if fits:
-        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(_needed(cost)),
-                       "fits": _needed(cost) <= capacity, "verdict": verdict(cost, capacity)}
+        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(needed(cost)),
+                       "fits": needed(cost) <= capacity, "verdict": verdict(cost, capacity)}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
                            "chunks": layout.chunks, "bubble_fraction": cost.bubble,
@@ -143,7 +143,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
             low, high = data["reserved_bytes_low"] + outside, data["reserved_bytes_high"] + outside
             band = (f"; 90% of the fitted runs measured within {format_bytes(low, units)} to "
                     f"{format_bytes(high, units)}")
-        out.print(f"Per-device need {format_bytes(_needed(cost), units)}{extra} {verdict} in "
+        out.print(f"Per-device need {format_bytes(needed(cost), units)}{extra} {verdict} in "
                   f"{literal(hardware.name)}'s {format_bytes(capacity, units)}{band}")
     out.print(f"Units: {unit_name(units)} = {'1e9' if units == UnitSystem.si else '2^30'} bytes.")
 

@@ -49,8 +49,8 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     out = console()
     t = table(f"{literal(cost.shape.name)} on {b.devices} x {literal(hardware.name)}: one step", "part", ">seconds", "")
     hidden = {"none": "on the critical path"}
-    tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {b.tp_exposed_s:.4f} s exposed")
-    p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {b.p2p_exposed_s:.4f} s exposed")
+    tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {_s(b.tp_exposed_s)} s exposed")
+    p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {_s(b.p2p_exposed_s)} s exposed")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
     exposed_note = f"of which exposed ({b.overlap})"
     if timed:
@@ -60,17 +60,17 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
-                             f"floor ({b.host_floor_s:.4f} s), fitted" if timed else ""),
+                             f"floor ({_s(b.host_floor_s)} s), fitted" if timed else ""),
              "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note}
     for key, value in b.parts.items():
         if value:
-            t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4f}", notes[key])
+            t.add_row(key.removesuffix("_s").replace("_", " "), _s(value), notes[key])
     t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
     low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
     no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
         "no fitted range for this device"
-    t.add_row("[bold]step[/]", f"[bold]{b.step_s:.4f}[/]",
-              f"range {low_high[0]:.4f} - {low_high[1]:.4f}" if low_high else no_range)
+    t.add_row("[bold]step[/]", f"[bold]{_s(b.step_s)}[/]",
+              f"range {_s(low_high[0])} - {_s(low_high[1])}" if low_high else no_range)
     out.print(t)
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
@@ -88,3 +88,21 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         out.print(f"Range: the step times the fit's held-out rows measured, relative to their predictions "
                   f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))
+    _memory_line(out, cost, hardware)
+
+
+def _s(seconds: float) -> str:
+    """Seconds to 0.1 ms, or three significant digits below a millisecond (a tiny step is not 0.0000)."""
+    return f"{seconds:.4f}" if seconds >= 1e-3 or seconds == 0 else f"{seconds:.3g}"
+
+
+def _memory_line(out, cost, hardware) -> None:
+    """Whether the layout fits the device, as `cost4d memory --hardware` judges it: the time of a layout that
+    does not fit is no answer."""
+    from costmodel.cost.capacity import capacity_bytes
+    from costmodel.report.memory import needed, verdict
+
+    capacity, need = capacity_bytes(hardware), needed(cost)
+    judged = {"fits": "fits", "tight": "may not fit", "oom": "DOES NOT FIT"}[verdict(cost, capacity)]
+    out.print(f"Memory: {need / 1e9:,.2f} GB per device of {literal(hardware.name)}'s {capacity / 1e9:,.2f} GB: "
+              f"{judged} (`cost4d memory` with the same flags itemises it)")
