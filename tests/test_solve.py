@@ -133,3 +133,21 @@ def test_an_axis_of_degree_one_spans_no_torus_axis():
     p = batch_problem(load_model("llama3-70b"), load_hardware("tpu-v5p"), fsdp=8960, tp=1, mx=3, my=1,
                       overlap="sum", pass_="forward")
     assert round(solve_batch(p).per_device_batch, 1) == 850.0
+
+
+def test_on_gpus_each_axis_runs_at_its_own_level():
+    """llama3-70b on H100s, X = 8 x Y = 8: TP inside the NVLink domain (W_Y = NVLink), FSDP across nodes (W =
+    InfiniBand), B/N = (alpha/(Y M_X)) / (1 - alpha_Y Y/(M_Y F)) by hand from the spec's bandwidths."""
+    from costmodel.specs.load import load_hardware
+
+    h100 = load_hardware("h100-sxm")
+    nvlink, infiniband = (h100.level(kind).bandwidth_bytes_per_s for kind in ("nvlink", "infiniband"))
+    c, f, x, y = h100.flops("bf16"), 28672, 8, 8
+    expected = (c / infiniband / y) / (1 - (c / nvlink) * y / f)
+    out = run_json("solve", "batch", "--model", "llama3-70b", "--hardware", "h100-sxm", "--fsdp", str(x), "--tp", str(y))
+    assert out["inputs"]["W"] == infiniband and out["inputs"]["W_Y"] == nvlink
+    assert out["per_device_batch"] == pytest.approx(expected, rel=1e-12)
+    assert "x_opt" not in out  # only with --optimize-split (it ran whatever the flag said)
+    refused = runner.invoke(app, ["solve", "batch", "--model", "llama3-70b", "--hardware", "h100-sxm", "--fsdp", "8",
+                                  "--tp", "8", "--optimize-split"])
+    assert "one bandwidth W" in str(refused.exception)

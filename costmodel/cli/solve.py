@@ -177,7 +177,7 @@ def solve_batch_cmd(
     Example: cost4d solve batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --my 1
     """
     from costmodel.report import solve as report_solve
-    from costmodel.solve.split import optimize_split, parse_slice
+    from costmodel.solve.split import optimize_split as best_split, parse_slice
     from costmodel.solve.thresholds import single_strategy_thresholds
     from costmodel.solve.whatif import what_if as what_if_rows
 
@@ -187,7 +187,7 @@ def solve_batch_cmd(
     if slice_ is not None and ici is None:
         raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
     torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
-    split = optimize_split(problem, torus) if optimize_split or torus else None
+    split = best_split(problem, torus) if optimize_split or torus else None
     thresholds = single_strategy_thresholds(device, d_ff=problem.d_ff, peak_flops=problem.peak_flops,
                                             bandwidth=problem.bandwidth)
     rows = None

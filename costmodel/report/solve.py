@@ -20,7 +20,7 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
         "per_device_batch": answer.per_device_batch, "global_batch": answer.global_batch,
         "binding_term": answer.binding_term, "alpha": p.alpha,
         "inputs": {"X": p.fsdp, "Y": p.tp, "N": p.devices, "M_X": p.mx, "M_Y": p.my, "C": p.peak_flops,
-                   "W": p.bandwidth, "D": p.d_model, "F": p.d_ff},
+                   "W": p.bandwidth, "W_Y": p.w_tp, "D": p.d_model, "F": p.d_ff},
     }
     if split is not None:
         payload["x_opt"] = split.x_opt
@@ -38,9 +38,12 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
         return
     out = console()
     out.print(f"[bold]{literal(model.name)}[/] on {literal(hardware.name)}: X = {p.fsdp} (M_X = {p.mx}), Y = {p.tp} (M_Y = {p.my}), "
-              f"N = {p.devices}; C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s, alpha = {p.alpha:,.1f}; "
+              f"N = {p.devices}; C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s, alpha = {p.alpha:,.1f}"
+              + (f", TP at W_Y = {p.w_tp:.4g} B/s (alpha_Y = {p.alpha_tp:,.1f})" if p.tp_bandwidth is not None else "")
+              + "; "
               f"pass {p.pass_}, overlap {p.overlap}")
-    formula = ("(alpha/(Y M_X)) / (1 - alpha Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")
+    a_y = "alpha" if p.tp_bandwidth is None else "alpha_Y"
+    formula = (f"(alpha/(Y M_X)) / (1 - {a_y} Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")
     out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
               f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")
     if split is not None:

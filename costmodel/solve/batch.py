@@ -1,7 +1,9 @@
 """The batch at which an FSDP x TP layout becomes compute-bound (Scaling Book, training chapter).
 
-T_math = k B D F / (N C), T_FSDP = k D F / (Y W M_X), T_TP = k B D / (X W M_Y), k = 4 for the
-forward pass and 12 for a whole step (the book's FSDP + TP row: 4 + 8 FLOPs and bytes).
+T_math = k B D F / (N C), T_FSDP = k D F / (Y W M_X), T_TP = k B D / (X W_Y M_Y), k = 4 for the
+forward pass and 12 for a whole step (the book's FSDP + TP row: 4 + 8 FLOPs and bytes). On a TPU torus
+W_Y = W (ICI per axis); on GPUs each axis runs at the level its group reaches (TP inside an NVLink domain,
+FSDP across nodes: the GPU chapter's per-level roofline).
 """
 
 from __future__ import annotations
@@ -24,9 +26,15 @@ class BatchProblem:
     mx: int  # M_X
     my: int  # M_Y
     peak_flops: float  # C
-    bandwidth: float  # W (ICI: per axis, bidirectional)
+    bandwidth: float  # W (ICI: per axis, bidirectional); on GPUs the FSDP axis's level
     overlap: str = "sum"
     pass_: str = "forward"
+    tp_bandwidth: float | None = None  # W_Y where the TP axis runs on another level (GPUs); None: W
+
+    @property
+    def w_tp(self) -> float:
+        """W_Y: the TP axis's bandwidth."""
+        return self.bandwidth if self.tp_bandwidth is None else self.tp_bandwidth
 
     @property
     def devices(self) -> int:
@@ -36,6 +44,11 @@ class BatchProblem:
     def alpha(self) -> float:
         return sc.intensity(peak_flops=self.peak_flops, bandwidth=self.bandwidth)
 
+    @property
+    def alpha_tp(self) -> float:
+        """C / W_Y (alpha on a torus)."""
+        return sc.intensity(peak_flops=self.peak_flops, bandwidth=self.w_tp)
+
     def times(self, batch: float) -> dict:
         """T_math, T_FSDP, T_TP, T_comms for a global batch of ``batch`` tokens (seconds per layer)."""
         k = sc.PASS_FACTOR[self.pass_]
@@ -43,7 +56,7 @@ class BatchProblem:
                                  peak_flops=self.peak_flops, factor=k)
         t_fsdp = sc.fsdp_seconds(d_model=self.d_model, d_ff=self.d_ff, tp=self.tp, bandwidth=self.bandwidth,
                                  mx=self.mx, factor=k) if self.fsdp > 1 else 0.0
-        t_tp = sc.tp_seconds(batch=batch, d_model=self.d_model, fsdp=self.fsdp, bandwidth=self.bandwidth,
+        t_tp = sc.tp_seconds(batch=batch, d_model=self.d_model, fsdp=self.fsdp, bandwidth=self.w_tp,
                              my=self.my, factor=k) if self.tp > 1 else 0.0
         return {"math": t_math, "fsdp": t_fsdp, "tp": t_tp,
                 "comms": sc.comms_seconds(fsdp_time=t_fsdp, tp_time=t_tp, overlap=self.overlap)}
@@ -70,8 +83,8 @@ def fsdp_bound(p: BatchProblem) -> float:
 
 
 def tp_share(p: BatchProblem) -> float:
-    """T_TP / T_math = alpha Y / (M_Y F), or 0 with no TP axis."""
-    return sc.tp_comm_share(alpha=p.alpha, tp=p.tp, my=p.my, d_ff=p.d_ff) if p.tp > 1 else 0.0
+    """T_TP / T_math = alpha_Y Y / (M_Y F), or 0 with no TP axis."""
+    return sc.tp_comm_share(alpha=p.alpha_tp, tp=p.tp, my=p.my, d_ff=p.d_ff) if p.tp > 1 else 0.0
 
 
 def solve_batch(p: BatchProblem) -> BatchAnswer:
@@ -91,7 +104,7 @@ def check_problem(p: BatchProblem) -> None:
     for name in ("fsdp", "tp", "mx", "my", "d_model", "d_ff"):
         if getattr(p, name) < 1:
             raise CostModelError(f"{name} must be a positive integer (got {getattr(p, name)})")
-    for name, flag in (("peak_flops", "--peak-flops"), ("bandwidth", "--ici-bandwidth")):
+    for name, flag in (("peak_flops", "--peak-flops"), ("bandwidth", "--ici-bandwidth"), ("w_tp", "--ici-bandwidth")):
         if not getattr(p, name) > 0:
             raise CostModelError(f"{flag} must be positive (got {getattr(p, name)})")
 

@@ -55,18 +55,23 @@ def batch_steps(answer) -> list[Step]:
     """solve batch, derived: alpha, the three times, the condition, B/N and B."""
     p = answer.problem
     k = sc.PASS_FACTOR[p.pass_]
+    two_levels = p.tp_bandwidth is not None  # GPUs: TP inside the NVLink domain, FSDP across nodes
+    w_y, alpha_y = (sp.Symbol("W_Y", positive=True), sp.Symbol("alpha_Y", positive=True)) if two_levels else (W, alpha)
     t_math = sc.math_seconds(batch=B, d_model=D, d_ff=F, devices=N, peak_flops=C, factor=k)
     t_fsdp = sc.fsdp_seconds(d_model=D, d_ff=F, tp=Y, bandwidth=W, mx=MX, factor=k)
-    t_tp = sc.tp_seconds(batch=B, d_model=D, fsdp=X, bandwidth=W, my=MY, factor=k)
+    t_tp = sc.tp_seconds(batch=B, d_model=D, fsdp=X, bandwidth=w_y, my=MY, factor=k)
     comms = sc.comms_seconds(fsdp_time=sp.Symbol("T_FSDP"), tp_time=sp.Symbol("T_TP"), overlap=p.overlap)
     t = p.times(answer.global_batch) if answer.compute_bound_ever else p.times(0)
     closed = sc.fsdp_tp_batch_per_device(
         fsdp_bound=sc.fsdp_batch_bound(alpha=alpha, tp=Y, mx=MX),
-        tp_share=sc.tp_comm_share(alpha=alpha, tp=Y, my=MY, d_ff=F), overlap=p.overlap)
+        tp_share=sc.tp_comm_share(alpha=alpha_y, tp=Y, my=MY, d_ff=F), overlap=p.overlap)
     values = (f"D = {p.d_model}, F = {p.d_ff}, X = {p.fsdp}, Y = {p.tp}, N = X Y = {p.devices}, "
-              f"M_X = {p.mx}, M_Y = {p.my}, C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s")
+              f"M_X = {p.mx}, M_Y = {p.my}, C = {p.peak_flops:.4g} FLOP/s, W = {p.bandwidth:.4g} B/s"
+              + (f", W_Y = {p.w_tp:.4g} B/s (the TP axis's level)" if two_levels else ""))
     steps = [
         Step("arithmetic intensity of the link", sp.Eq(alpha, C / W), values, f"alpha = {p.alpha:,.1f} FLOP/B"),
+        *([Step("... and of the TP axis's link", sp.Eq(alpha_y, C / w_y), "", f"alpha_Y = {p.alpha_tp:,.1f} FLOP/B")]
+          if two_levels else []),
         Step(f"matmul time per layer ({p.pass_})", sp.Eq(sp.Symbol("T_math"), t_math), "B = the global batch",
              f"T_math = {t['math'] / max(answer.global_batch, 1e-300):.4e} s x B" if answer.compute_bound_ever
              else "T_math grows with B"),

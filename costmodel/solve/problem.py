@@ -15,14 +15,15 @@ def mlp_shape(model) -> tuple[int, int]:
     return model.width, model.mlp_width
 
 
-def base_bandwidth(hardware, fsdp: int, tp: int) -> float:
-    """W for one axis: ICI per torus axis on TPUs; on GPUs the level an X x Y mesh reaches."""
+def base_bandwidth(hardware, fsdp: int, tp: int, axis: str = "fsdp") -> float:
+    """W of one axis: ICI per torus axis on TPUs; on GPUs the level that axis's groups of an X x Y mesh reach
+    (TP inside an NVLink domain, FSDP across nodes)."""
     if hardware.kind == "tpu":
         return hardware.level("ici").bandwidth_bytes_per_s
     from costmodel.cost.network import egress_bandwidth, placement
     from costmodel.cost.point import Point
 
-    return egress_bandwidth(hardware, placement(hardware, Point(fsdp=fsdp, tp=tp), "fsdp"))
+    return egress_bandwidth(hardware, placement(hardware, Point(fsdp=fsdp, tp=tp), axis))
 
 
 def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flops=None,
@@ -37,10 +38,13 @@ def batch_problem(model, hardware, *, fsdp, tp, mx, my, overlap, pass_, peak_flo
     d_model, d_ff = mlp_shape(model)
     if peak_flops is None:
         peak_flops = hardware.flops("bf16")
-    if bandwidth is None:
+    tp_bandwidth = None
+    if bandwidth is None:  # --ici-bandwidth sets W for both axes
         bandwidth = base_bandwidth(hardware, fsdp, tp)
-    problem = BatchProblem(d_model=d_model, d_ff=d_ff, fsdp=fsdp, tp=tp, mx=mx, my=my,
-                           peak_flops=peak_flops, bandwidth=bandwidth, overlap=overlap, pass_=pass_)
+        tp_level = base_bandwidth(hardware, fsdp, tp, "tp")
+        tp_bandwidth = tp_level if tp_level != bandwidth else None
+    problem = BatchProblem(d_model=d_model, d_ff=d_ff, fsdp=fsdp, tp=tp, mx=mx, my=my, peak_flops=peak_flops,
+                           bandwidth=bandwidth, overlap=overlap, pass_=pass_, tp_bandwidth=tp_bandwidth)
     check_problem(problem)
     from costmodel.cost.checks import placement_rules
     from costmodel.cost.point import Point

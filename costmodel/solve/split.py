@@ -52,6 +52,10 @@ def parse_slice(text: str, torus_axes: int | None = None) -> tuple[int, ...]:
 
 def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswer:
     """Continuous optimum for p's M_X, M_Y, and the best whole-axis split of ``torus``."""
+    if p.tp_bandwidth is not None:
+        raise CostModelError(f"--optimize-split trades X for Y at one bandwidth W (a TPU torus); here the TP axis "
+                             f"runs at W_Y = {p.w_tp:.4g} B/s and FSDP at W = {p.bandwidth:.4g} B/s: compare "
+                             "layouts with `cost4d plan` instead")
     per_device = sc.optimal_split_batch_per_device(alpha=p.alpha, mx=p.mx, my=p.my, d_ff=p.d_ff,
                                                    overlap=p.overlap)
     x_opt = sc.optimal_fsdp_degree(batch=per_device * p.devices, devices=p.devices, mx=p.mx, my=p.my,

@@ -33,11 +33,12 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
     if p.overlap == "sum":
         add("overlap", "overlap the two axes' communication", replace(p, overlap="max"),
             "T_comms = max(T_FSDP, T_TP)")
-    split = optimize_split(p, torus)
-    rows.append(WhatIf("split-continuous", "best split, continuous X_opt", split.continuous_per_device_batch,
-                       split.continuous_per_device_batch * p.devices,
-                       f"X_opt = {split.x_opt:.2f}, same M_X, M_Y; not an integer mapping"))
-    if split.best is not None:
+    split = optimize_split(p, torus) if p.tp_bandwidth is None else None  # the split trades X for Y at one W
+    if split is not None:
+        rows.append(WhatIf("split-continuous", "best split, continuous X_opt", split.continuous_per_device_batch,
+                           split.continuous_per_device_batch * p.devices,
+                           f"X_opt = {split.x_opt:.2f}, same M_X, M_Y; not an integer mapping"))
+    if split is not None and split.best is not None:
         b = split.best
         add("split-slice", f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
             replace(p, fsdp=b.x, tp=b.y, mx=b.mx, my=b.my), "whole torus axes per logical axis")
@@ -45,7 +46,7 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
         add("more-torus-axes", f"spread the FSDP axis over M_X = {p.mx + 1} torus axes", replace(p, mx=p.mx + 1),
             "needs a free torus axis")
     add("fp8-comm", "8-bit communication (fp8 weights and activations on the wire)",
-        replace(p, bandwidth=2 * p.bandwidth),
+        replace(p, bandwidth=2 * p.bandwidth, tp_bandwidth=p.tp_bandwidth and 2 * p.tp_bandwidth),
         "half the bytes: same as doubling W")
     for stages in (2, 4):
         add(f"pp-{stages}", f"{stages} pipeline stages", p,
