@@ -12,19 +12,22 @@ symbolic view writes a literal 1 for every axis of degree 1), so :func:`above_on
 
 from __future__ import annotations
 
+import functools
+
 
 def family(*values) -> str:
     """'sympy' if any value is a sympy object, else 'numpy' if any is a numpy one, else 'number'."""
     found = "number"
     for v in values:
         module = type(v).__module__
-        if module.startswith("sympy") or (module != "builtins" and _sympy_subclass(type(v))):
-            return "sympy"
         if module.startswith("numpy"):
             found = "numpy"
+        elif module.startswith("sympy") or (module != "builtins" and _sympy_subclass(type(v))):
+            return "sympy"
     return found
 
 
+@functools.lru_cache(maxsize=None)  # a few classes, asked about on every call
 def _sympy_subclass(kind) -> bool:
     """A class of ours built on sympy's (an opaque function such as cost/nccl.py's t_NCCL)."""
     return any(base.__module__.startswith("sympy") for base in kind.__mro__[1:])
@@ -173,6 +176,23 @@ def floor_div(a, b):
 
         return numpy.floor(a / b)
     return a // b
+
+
+def divides(a, b):
+    """Whether a divides b, for positive integers: a bool, a mask, or (symbols) sympy's b % a == 0."""
+    if family(a, b) == "numpy" and (_is_float(a) or _is_float(b)):
+        import numpy
+
+        share = b / a
+        return share == numpy.floor(share)  # see floor_div: exact below 2^53, and no fmod
+    return b % a == 0
+
+
+def remainder(a, b):
+    """a mod b for positive integers (sympy's ``Mod`` for symbols)."""
+    if family(a, b) == "numpy" and (_is_float(a) or _is_float(b)):
+        return a - b * floor_div(a, b)  # exact below 2^53 (see floor_div), and no fmod
+    return a % b
 
 
 def total(values):

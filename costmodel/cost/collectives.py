@@ -40,7 +40,7 @@ def busiest_stage(stages: list[Stage]) -> Stage:
         return last if last_wins else first
 
     def pick(a, b):
-        return where(last_wins, a, b)
+        return a if a is b else where(last_wins, a, b)  # the same on both (no routed experts: 0)
 
     role = StageRole(None, pick(last.role.first, first.role.first), pick(last.role.last, first.role.last))
     dense = None if first.dense_layers is None else pick(last.dense_layers, first.dense_layers)
@@ -75,7 +75,7 @@ class Timed:
 def timed(hardware, point, collectives: list[Collective], labels: bool = True) -> list[Timed]:
     """Each collective with its placement and time; ``labels`` names level and calibration (one layout).
     Placement and link cost are computed once per axis and op (t = latency + per_byte x S)."""
-    placements, costs, out, priced = {}, {}, [], {}
+    placements, costs, out, priced, seen = {}, {}, [], {}, []
     for c in collectives:
         if c.axis not in placements:
             placements[c.axis] = network.placement(hardware, point, c.axis)
@@ -86,26 +86,42 @@ def timed(hardware, point, collectives: list[Collective], labels: bool = True) -
         if labels:
             extra = dict(level=network.level_label(hardware, where_, c.op),
                          calibration=network.calibration_used(hardware, c.op, where_))
-        out.append(Timed(c, where_, _priced(priced, (c.axis, c.op), costs[c.axis, c.op], c.buffer_bytes), **extra))
+        out.append(Timed(c, where_, _priced(priced, seen, (c.axis, c.op), costs[c.axis, c.op], c.buffer_bytes),
+                         **extra))
+    for where_ in placements.values():
+        where_.memo.clear()  # what the ops on a group shared while priced (the rows keep their times, not it)
     return out
 
 
-def _priced(memo: dict, key: tuple, cost, buffer_bytes):
+def _priced(memo: dict, seen: list, key: tuple, cost, buffer_bytes):
     """cost.seconds(buffer_bytes), once per distinct array of sizes on one (axis, op): the rows of a
     step repeat them (forward and backward gathers of the same weights), and pricing an array with
     NCCL's tuner is the aggregator's costliest part. Numbers and formulas are priced directly."""
     if type(buffer_bytes).__module__ != "numpy" or getattr(buffer_bytes, "ndim", 0) == 0:
         return cost.seconds(buffer_bytes)
-    digest = (*key, buffer_bytes.shape, buffer_bytes.dtype.str, hash(buffer_bytes.tobytes()))
-    hit = memo.get(digest)
-    if hit is not None and hit[0] is not buffer_bytes and not (hit[0] == buffer_bytes).all():
-        hit = None  # a hash collision: price it
+    buffer_bytes = _first_equal(seen, buffer_bytes)
+    hit = memo.get((*key, id(buffer_bytes)))  # ``seen`` holds the buffer: its id is not reused meanwhile
     if hit is None:
         import numpy as np
 
-        # an empty buffer is no call: the single-layout path drops such rows (no latency either)
-        hit = memo[digest] = (buffer_bytes, np.where(buffer_bytes == 0, 0.0, cost.seconds(buffer_bytes)))
-    return hit[1]
+        hit = cost.seconds(buffer_bytes)
+        empty = buffer_bytes == 0
+        if empty.any():  # an empty buffer is no call: the single-layout path drops such rows (no latency either)
+            hit = np.where(empty, 0.0, hit)
+        memo[(*key, id(buffer_bytes))] = hit
+    return hit
+
+
+def _first_equal(seen: list, array):
+    """The first array of ``seen`` equal to ``array`` (the same sizes computed twice, for two rows), else
+    ``array``, now seen: equal buffers become one object, which pricing then recognises by identity
+    (cost/nccl.py indexes a buffer's sizes once for all the ops on a group). A few elements rule most out."""
+    for other in seen:
+        if other is array or (other.shape == array.shape and other.dtype == array.dtype
+                              and (other.flat[:16] == array.flat[:16]).all() and (other == array).all()):
+            return other
+    seen.append(array)
+    return array
 
 
 def axis_family(axis: str) -> str:

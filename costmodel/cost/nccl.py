@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_nvls as nvls
@@ -138,11 +138,12 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
     return out
 
 
-def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto") -> "TunedCost":
-    """NCCL's tuner for ``op`` on a spec's system: its topology preset, launch floor and measured hop."""
+def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto", memo: dict | None = None) -> "TunedCost":
+    """NCCL's tuner for ``op`` on a spec's system: its topology preset, launch floor and measured hop
+    (``memo``: the placement's, :attr:`TunedCost.memo`)."""
     spec = hardware.nccl
     hop = None if spec.network_latency_s is None else spec.network_latency_s * 1e6
-    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop)
+    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo)
 
 
 @dataclass(frozen=True)
@@ -158,18 +159,19 @@ class TunedCost:
     offset: float = 0.0  # a calibration of model nccl: t = offset + scale x the tuner's time
     scale: float = 1.0
     hop_us: float | None = None  # a measured network hop, where it differs from the declared one
+    #: arrays: what pricing indexes once per group for every op on it (network.Placement.memo: its distinct
+    #: group shapes, each buffer's distinct sizes among them); None: this cost's own
+    memo: dict | None = field(default=None, compare=False, repr=False)
 
-    def groups(self, shape: tuple):
-        """The distinct (nodes, GPUs per node) of an array group, and each element's index among them
-        (computed once per cost and shape: every buffer of one axis and op shares its group)."""
-        import numpy as np
-
-        cache = self.__dict__.setdefault("_groups", {})  # a frozen dataclass still has a __dict__
-        if shape not in cache:
-            nodes, per_node = (np.broadcast_to(np.asarray(v), shape).ravel().astype(np.int64)
-                               for v in (self.nodes, self.per_node))
-            cache[shape] = distinct(nodes * 2**25 + per_node)  # both <= 2^24
-        return cache[shape]
+    def combos(self, buffer_bytes, shape: tuple):
+        """(groups: (nodes, GPUs per node, free) of each distinct group of an array; of each distinct (group,
+        whole bytes) its group's index and its bytes; each element's index among those), once per group and
+        buffer for every op on them: the rows of a step price one buffer with several ops."""
+        memo = self.memo if self.memo is not None else self.__dict__.setdefault("_own_memo", {})  # frozen: a __dict__ still
+        groups = _once(memo, ("groups", shape), (self.nodes, self.per_node),
+                       lambda: _group_index(self.nodes, self.per_node, shape))
+        return _once(memo, ("combos", shape), (buffer_bytes, self.nodes, self.per_node),
+                     lambda: _combo_index(groups, buffer_bytes, shape))
 
     def seconds(self, buffer_bytes):
         kind = family(buffer_bytes, self.nodes, self.per_node)
@@ -202,15 +204,55 @@ class Calibrated:
         return where(above_one(self.ranks), where(self.domains > 1, across, inside), 0.0)
 
 
-def distinct(values):
-    """(the distinct values, each element's index among them), in no particular order: numpy's hash-based
-    unique where it has one (2.3 and later; a search's arrays repeat few values), else its sorting one."""
+def _once(memo: dict, key: tuple, held: tuple, compute):
+    """compute(), once per ``key`` and objects ``held`` (by identity: the memo keeps them, so that no id
+    is reused meanwhile)."""
+    key = (*key, *map(id, held))
+    hit = memo.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], held)):
+        hit = memo[key] = held, compute()
+    return hit[1]
+
+
+def _group_index(nodes, per_node, shape: tuple):
+    """((nodes, GPUs per node, free) of each distinct group, each element's index among them): the counts as
+    the numbers path's int(), ``free`` where the group has one rank (nothing to send)."""
     import numpy as np
 
-    try:
-        return np.unique(values, return_inverse=True, sorted=False)
-    except TypeError:
-        return np.unique(values, return_inverse=True)
+    nodes, per_node = (np.broadcast_to(np.asarray(v), shape).ravel() for v in (nodes, per_node))
+    free = nodes * per_node <= 1
+    nodes, per_node = nodes.astype(np.int64), per_node.astype(np.int64)
+    wide = int(per_node.max()) + 1 if per_node.size else 1  # a key per group: small integers, no sort
+    keys, at = distinct((nodes * wide + per_node) * 2 + free)
+    return tuple((int(k) // 2 // wide, int(k) // 2 % wide, bool(k % 2)) for k in keys), at
+
+
+def _combo_index(indexed_groups: tuple, buffer_bytes, shape: tuple):
+    """(groups, the group index and whole bytes of each distinct (group, size), each element's index among them)."""
+    import numpy as np
+
+    groups, at = indexed_groups
+    if np.ndim(buffer_bytes) == 0:  # one size for every layout: a combination per group
+        return groups, np.arange(len(groups)), np.full(len(groups), np.floor(float(buffer_bytes))), at
+    whole = np.floor(np.broadcast_to(np.asarray(buffer_bytes, dtype=float), shape).ravel())  # as int(S)
+    sizes, size_at = distinct(whole)
+    combos, back = distinct(at * len(sizes) + size_at)
+    return groups, combos // len(sizes), sizes[combos % len(sizes)], back
+
+
+def distinct(values):
+    """(the distinct values, sorted, and each element's index among them) of a 1-d array that repeats few
+    values. Small non-negative integers (group keys, index pairs) are marked in a table; others go through
+    numpy's hash-based unique (2.3 and later; sorting before) and a binary search. numpy's own index
+    (unique's return_inverse) argsorts the whole array, several times slower on such arrays."""
+    import numpy as np
+
+    if values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 4 * values.size:
+        seen = np.zeros(int(values.max()) + 1, dtype=bool)
+        seen[values] = True
+        return np.flatnonzero(seen), (np.cumsum(seen) - 1)[values]
+    found = np.unique(values)
+    return found, np.searchsorted(found, values)
 
 
 def _array_seconds(cost: TunedCost, buffer_bytes):
@@ -219,19 +261,9 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     spread back: a sweep repeats few groups and sizes."""
     import numpy as np
 
-    size, nodes, per_node = np.broadcast_arrays(np.asarray(buffer_bytes, dtype=float), np.asarray(cost.nodes),
-                                                np.asarray(cost.per_node))
-    keys, at = cost.groups(nodes.shape)
-    whole = np.floor(size.ravel())  # whole bytes, as the numbers path's int(S)
-    if whole.size and whole.max() < 2**51:  # one sort: the group index above 51 bits of size
-        combos, back = distinct((at.ravel().astype(np.int64) << 51) | whole.astype(np.int64))
-        group, s = combos >> 51, (combos & (2**51 - 1)).astype(float)
-    else:
-        sizes, size_at = distinct(whole)
-        combos, back = distinct(at.ravel().astype(np.int64) * len(sizes) + size_at.ravel())
-        group, s = combos // len(sizes), sizes[combos % len(sizes)]
-    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((int(k) >> 25, int(k) & (2**25 - 1)) for k in keys),
-                   cost.hop_us)
+    shape = np.broadcast_shapes(np.shape(buffer_bytes), np.shape(cost.nodes), np.shape(cost.per_node))
+    groups, group, s, back = cost.combos(buffer_bytes, shape)
+    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us)
     latency, bandwidth, tree, plateau, timed, heads, channels = (column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
@@ -240,17 +272,16 @@ def _array_seconds(cost: TunedCost, buffer_bytes):
     correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
     transfer = s / (1000 * bandwidth * correction)
     pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
-    chosen = np.take_along_axis(np.where(past, timed * 1.4, timed) + transfer, pick[None], axis=0)[0]
-    picked_heads, picked_channels, picked_bandwidth = (np.take_along_axis(v, pick[None], axis=0)[0]
-                                                       for v in (heads, channels, bandwidth))
+    picked = (pick, np.arange(pick.size))  # its slot in each column
+    chosen = (np.where(past, timed * 1.4, timed) + transfer)[picked]
+    picked_heads, picked_channels, picked_bandwidth = heads[picked], channels[picked], bandwidth[picked]
     if picked_heads.any():
         fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(picked_channels, 1),
                             bandwidth_gbs=picked_bandwidth)
         chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
-    best = chosen[back.ravel()]
-    free = (nodes * per_node).ravel() <= 1
-    priced = cost.offset + cost.scale * np.maximum(best * 1e-6, cost.launch)
-    return np.where(free, 0.0, priced).reshape(size.shape)
+    free = np.array([one for _, _, one in groups], dtype=bool)[group]
+    priced = np.where(free, 0.0, cost.offset + cost.scale * np.maximum(chosen * 1e-6, cost.launch))
+    return priced[back].reshape(shape)
 
 
 @functools.lru_cache(maxsize=256)

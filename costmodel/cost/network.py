@@ -15,12 +15,12 @@ efficiency. Several: the hierarchical two-level algorithm. A fitted calibration 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
 from costmodel.formulas import comms
-from costmodel.mathops import above_one, exact_div, maximum, minimum, where
+from costmodel.mathops import above_one, exact_div, floor_div, maximum, minimum, where
 from costmodel.parallel import expert
 
 AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
@@ -41,6 +41,8 @@ class Placement:
     domains: object  # n / g
     scale: object = 1  # TPU: torus axes M the axis spans (bandwidth W_ici M)
     dcn: object = False  # TPU: the axis crosses slices over DCN
+    #: arrays: what pricing computes once for every op on this group (cost/nccl.py: its distinct shapes)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 #: the routed experts' view of the same devices: the EP group is the data axis's innermost ranks
@@ -77,7 +79,7 @@ def placement(hardware, point, axis: str) -> Placement:
     fast = hardware.network[0]
     if fast.domain_size is None or len(hardware.network) == 1:
         return Placement(axis, ranks, ranks, 1)
-    per_domain = minimum(ranks, maximum(fast.domain_size // inner, 1))
+    per_domain = minimum(ranks, maximum(floor_div(fast.domain_size, inner), 1))
     return Placement(axis, ranks, per_domain, ranks / per_domain)
 
 
@@ -242,7 +244,7 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
     nodes groups across nodes; the tuner prices the rest."""
     from costmodel.cost.nccl import Calibrated, tuned_cost
 
-    tuned = tuned_cost(hardware, op, where_.domains, where_.per_domain, algorithm)
+    tuned = tuned_cost(hardware, op, where_.domains, where_.per_domain, algorithm, memo=where_.memo)
     fast, slow = _levels(hardware)
     levels = (fast, slow) if len(hardware.network) > 1 else (fast,)
     priced = []

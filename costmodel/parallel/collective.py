@@ -41,6 +41,18 @@ class Collective:
         return self if _literal(factor, 1) else replace(self, calls=self.calls * factor)
 
 
+def times_each(collectives: list[Collective], factor) -> list[Collective]:
+    """:meth:`Collective.times` of every row, one product per distinct call count: the rows of a layer
+    share theirs (per micro-batch -> per step: arrays multiply once for all of them)."""
+    if _literal(factor, 1):
+        return list(collectives)
+    products = {}  # id of a row's count -> its product (the rows hold the counts: no id is reused meanwhile)
+    for c in collectives:
+        if id(c.calls) not in products:
+            products[id(c.calls)] = c.calls * factor
+    return [replace(c, calls=products[id(c.calls)]) for c in collectives]
+
+
 def present(degree) -> bool:
     """Whether an axis's collectives are listed: always, unless its degree is the literal 1.
 

@@ -9,9 +9,9 @@ in forward and four in backward; each moves (c - 1)/c of the device's tensor.
 
 from __future__ import annotations
 
-from costmodel.mathops import exact_div
+from costmodel.mathops import divides, exact_div
 from costmodel.parallel import tensor
-from costmodel.parallel.collective import Collective, Rule, present
+from costmodel.parallel.collective import Collective, Rule, present, times_each
 
 NAME = "cp"
 
@@ -21,10 +21,10 @@ def checks(shape, point) -> list[Rule]:
     needs the heads per TP rank to divide by c (Jacobs et al. 2023, Sec. 3: heads are partitioned)."""
     if not shape.attention:
         return []
-    rules = [Rule(shape.seq_len % point.cp == 0,
+    rules = [Rule(divides(point.cp, shape.seq_len),
                   lambda: f"--cp {point.cp} does not divide the sequence length {shape.seq_len:,} of {shape.name}")]
     if point.cp_kind == "a2a":  # Ulysses re-shards sequence to heads: each of the c ranks takes whole heads
-        rules.append(Rule((shape.heads / point.tp) % point.cp == 0,
+        rules.append(Rule(divides(point.cp, shape.heads / point.tp),
                           lambda: f"--cp {point.cp} with --cp-kind a2a needs the {shape.heads:,} attention heads "
                           f"{'per TP rank ' if point.tp != 1 else ''}to divide by it (all-to-all CP gives each rank "
                           "whole heads)"))
@@ -58,4 +58,4 @@ def collectives(shape, recipe, point, *, layers) -> list[Collective]:
                                act * local * heads * shape.head_dim),
                     Collective("all-to-all", "cp", "V and the output, sequence <-> heads", phase, cp, 2 * layers,
                                act * local * heads * shape.value_dim)]
-    return [c.times(point.micro_steps) for c in out]
+    return times_each(out, point.micro_steps)

@@ -7,7 +7,7 @@ reduce-scatter backward); Zhao et al. 2023, arXiv:2304.11277 (FSDP, HSDP).
 
 from __future__ import annotations
 
-from costmodel.parallel.collective import Collective, present
+from costmodel.parallel.collective import Collective, present, times_each
 from costmodel.parallel.data.state import gather_dtype_bytes
 
 
@@ -31,14 +31,15 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     if zero == 3:
         out = _fsdp_unit("blocks", params - root_params, layers, recipe, fsdp, point.reshard_after_forward)
         out += _fsdp_unit("root: embeddings, norm, output", root_params, 1, recipe, fsdp, False)
-        out = [c.times(point.micro_steps) for c in out]
+        out = times_each(out, point.micro_steps)
     else:
         out = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads),
                Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
                           gather_dtype_bytes(recipe, zero) * params)]
+    shard = grads / fsdp
     if present(dp):  # HSDP: replicas all-reduce the gradient shard
-        out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, grads / fsdp))
-    return out + context_gradients(grads / fsdp, point)
+        out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, shard))
+    return out + context_gradients(shard, point)
 
 
 def context_gradients(grads, point) -> list[Collective]:

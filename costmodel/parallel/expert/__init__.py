@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from costmodel.mathops import above_one, exact_div, minimum, where
+from costmodel.mathops import above_one, divides, exact_div, minimum, where
 from costmodel.parallel import data
-from costmodel.parallel.collective import Collective, Rule, present
+from costmodel.parallel.collective import Collective, Rule, present, times_each
 
 NAME = "ep"
 #: the experts' view of the data axis, innermost first after etp x cp x ep (names the network places)
@@ -33,16 +33,16 @@ def checks(shape, point) -> list[Rule]:
     if not shape.moe:
         return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)")]
     folded = folded_tp(point)
-    rules = [Rule(shape.experts % point.ep == 0,
+    rules = [Rule(divides(point.ep, shape.experts),
                   lambda: f"--ep {point.ep} does not divide the {shape.experts:,} experts of {shape.name}"),
-             Rule((folded * point.data) % point.ep == 0,
+             Rule(divides(point.ep, folded * point.data),
                   lambda: f"--ep {point.ep} does not divide the data axis --dp x --fsdp = {point.data:,}"
                   + (f" x the {folded} TP ranks --etp folds in" if folded != 1 else "")
                   + " (expert parallelism spreads experts over data-parallel ranks)"),
-             Rule(((folded * point.fsdp) % point.ep == 0) | (point.ep % (folded * point.fsdp) == 0),
+             Rule(divides(point.ep, folded * point.fsdp) | divides(folded * point.fsdp, point.ep),
                   lambda: f"--ep {point.ep} and --fsdp {point.fsdp}: one must divide the other (the EP group "
                   "takes the fsdp shards first)")]
-    rules += [Rule(shape.expert_width % expert_tp(point) == 0,
+    rules += [Rule(divides(expert_tp(point), shape.expert_width),
                    lambda: f"--{'tp' if point.etp is None else 'etp'} {expert_tp(point)} does not divide the expert "
                    f"MLP width F_e = {shape.expert_width:,}"),
               Rule((folded == 1) | (point.cp == 1),
@@ -138,7 +138,7 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
                 Collective("all-gather", "etp", "expert output gradients", "backward", etp, moe_layers, gathered),
                 Collective("reduce-scatter", "etp", "routed token gradients", "backward", etp, moe_layers,
                            gathered)]
-    return [c.times(point.micro_steps) for c in out]
+    return times_each(out, point.micro_steps)
 
 
 def data_collectives(*, params, layers, recipe, point) -> list[Collective]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatch
 from costmodel.mathops import ceil_div, above_one, exact_div, indicator
-from costmodel.parallel.collective import Collective, Rule, present
+from costmodel.parallel.collective import Collective, Rule, present, times_each
 from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers, stage_start
 
 NAME = "pp"
@@ -57,9 +57,9 @@ def collectives(shape, recipe, point) -> list[Collective]:
         return []
     size = p2p_bytes(shape, recipe, point)
     sends = point.chunks * indicator(above_one(point.pp))  # a send has no (n - 1)/n to vanish at one stage
-    return [c.times(point.micro_steps) for c in (
+    return times_each((
         Collective("send/recv", "pp", "activations to the next stage", "forward", 2, sends, size),
-        Collective("send/recv", "pp", "gradients to the previous stage", "backward", 2, sends, size))]
+        Collective("send/recv", "pp", "gradients to the previous stage", "backward", 2, sends, size)), point.micro_steps)
 
 
 __all__ = ["NAME", "StageRole", "bubble", "checks", "collectives", "in_flight", "p2p_bytes",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.formulas import pipeline as pl
-from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, minimum, where
+from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, minimum, remainder, where
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
         return ceil_div(layers, pp)
     if role.index is None:
         return floor_div(layers, pp)
-    return floor_div(layers, pp) + indicator(role.index < layers % pp)
+    return floor_div(layers, pp) + indicator(role.index < remainder(layers, pp))
 
 
 def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
@@ -71,7 +71,7 @@ def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
     if split == "compute":
         return pl.balanced_stage_end(stage=role.index - 1, stages=pp, layers=layers, layer_cost=costs[0],
                                      output_cost=costs[1])
-    return role.index * floor_div(layers, pp) + minimum(role.index, layers % pp)
+    return role.index * floor_div(layers, pp) + minimum(role.index, remainder(layers, pp))
 
 
 def in_flight(point, role: StageRole):

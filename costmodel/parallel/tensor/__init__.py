@@ -6,7 +6,7 @@ Sharding: :mod:`.params` (what one TP rank holds); traffic: :mod:`.collectives`;
 
 from dataclasses import replace
 
-from costmodel.mathops import ceil_div, exact_div
+from costmodel.mathops import ceil_div, divides, exact_div
 from costmodel.parallel.collective import Rule
 from costmodel.parallel.tensor.collectives import collectives
 from costmodel.parallel.tensor.params import (block_params_per_device, block_vector_params_per_device,
@@ -16,7 +16,7 @@ NAME = "tp"
 
 
 def _divides(tp, size, flag: str, what: str) -> Rule:
-    return Rule(size % tp == 0, lambda: f"{flag} {tp} does not divide {what} = {size:,}")
+    return Rule(divides(tp, size), lambda: f"{flag} {tp} does not divide {what} = {size:,}")
 
 
 def kv_heads_per_rank(shape, point):
@@ -51,7 +51,7 @@ def checks(shape, point) -> list[Rule]:
         if point.sp:
             rules.append(_divides(tp, shape.width, "--tp", "d_model (D), split by --sp"))
     if point.sp:
-        rules.append(Rule(point.tokens % tp == 0,
+        rules.append(Rule(divides(tp, point.tokens),
                           lambda: f"--tp {tp} with --sp does not divide --tokens {point.tokens}"))
     return rules
 

@@ -8,7 +8,7 @@ Sec. 4.2.2 (with sequence parallelism each all-reduce becomes reduce-scatter + a
 from __future__ import annotations
 
 from costmodel.mathops import exact_div, floor_div, maximum
-from costmodel.parallel.collective import Collective, present
+from costmodel.parallel.collective import Collective, present, times_each
 
 
 def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None) -> list[Collective]:
@@ -32,7 +32,7 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None)
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
                                ends=point.tp_ends, first=first, last=last)
-    out = [c.times(point.micro_steps) for c in out]
+    out = times_each(out, point.micro_steps)
     if shape.attention and sp:
         out += [norm_gradient_allreduce(norms=shape.norms_per_layer * layers + last, width=shape.width, tp=point.tp,
                                         grad_bytes=recipe.grad_comm_bytes)]
