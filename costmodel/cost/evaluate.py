@@ -99,7 +99,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     elif kind == "numpy":
         point = _as_float(point)
         valid = checks.valid(shape, point, hardware)
-    held = [stage(shape, recipe, point, role) for role in representative_stages(point.pp)]
+    held = [stage(shape, recipe, point, role)
+            for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0)]
     stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
     flops = step_flops(shape, point, seq_len)

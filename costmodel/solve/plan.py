@@ -186,7 +186,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             found.append((float(seconds[i]), float(memory[i]), dict(
                 tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
                 ep=int(ep[j]), **({"mx": int(mx[j]), "my": int(my[j])} if hardware.kind == "tpu" else {}),
-                zero=zero, tokens=int(mbs[j] * seq), recompute=recompute,
+                zero=zero, tokens=int(mbs[j] * seq), seq=seq, recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
                 _row(step, i, memory[i])))
@@ -229,8 +229,12 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
 def why(first: Planned, second: Planned) -> str:
     """The part of the step that differs most between the best two layouts, in one line."""
     if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
-        return (f"#1 and #2 tie on step time; #1 needs less memory ({first.memory_bytes / 2**30:,.1f} GiB against "
-                f"{second.memory_bytes / 2**30:,.1f} GiB)")
+        if first.memory_bytes == second.memory_bytes:
+            return f"#1 and #2 tie on step time and on memory ({first.memory_bytes / 2**30:,.1f} GiB)"
+        a, b = (f"{p.memory_bytes / 2**30:,.1f} GiB" for p in (first, second))
+        if a == b:  # closer than 0.1 GiB: the bytes say which
+            a, b = (f"{p.memory_bytes:,.0f} B" for p in (first, second))
+        return f"#1 and #2 tie on step time; #1 needs less memory ({a} against {b})"
     labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
               "cp_s": "CP communication", "ep_s": "MoE all-to-alls", "p2p_s": "pipeline sends",
               "framework_s": "the framework's kernels and host floor", "data_exposed_s": "exposed data-axis traffic"}

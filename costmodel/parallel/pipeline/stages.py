@@ -1,9 +1,11 @@
 """Pipeline stages: how many layers a stage holds, its role (first, last), micro-batches in flight.
 
-A single layout can look at every stage. An array of layouts (or a formula) looks at three, which
+A single layout can look at every stage. An array of layouts (or a formula) looks at a few, which
 together always contain the heaviest: the first (most layers, most micro-batches in flight, the
 embeddings), the second (the heaviest of the middle stages: most layers and in flight among them,
-and unlike the first it saves its first layer's weight copy) and the last (the output layer).
+and unlike the first it saves its first layer's weight copy) and the last (the output layer). A mixture
+of experts whose first L_d layers are dense adds the middle stages up to the L_d-th: the first stage of
+only expert layers, heavier than the dense ones before it, starts at one of them (each holds a layer).
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ def every_stage(pp: int) -> list[StageRole]:
     return [StageRole(i, int(i == 0), int(i == pp - 1)) for i in range(pp)]
 
 
-def representative_stages(pp) -> list[StageRole]:
-    """Stages that contain the heaviest: all of them for an int pp, else first, second and last."""
+def representative_stages(pp, dense_layers=0) -> list[StageRole]:
+    """Stages that contain the heaviest: all of them for an int pp, else the first, the middle ones from
+    the second to the ``dense_layers``-th (a whole number; else only the second) and the last."""
     if isinstance(pp, int):
         return every_stage(pp)
     single = indicator(equals(pp, 1))  # a letter p is above 1: no stage is both first and last
-    return [StageRole(0, 1, single), StageRole(1, 0, indicator(equals(pp, 2)), exists=above_one(pp)),
+    middles = range(1, max(1, dense_layers) + 1) if isinstance(dense_layers, int) else range(1, 2)
+    return [StageRole(0, 1, single),
+            *(StageRole(i, 0, indicator(equals(pp, i + 1)), exists=pp > i if i > 1 else above_one(pp))
+              for i in middles),
             StageRole(None, single, 1)]
 
 
