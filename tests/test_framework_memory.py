@@ -359,3 +359,17 @@ def test_replicated_kv_heads_refuse_what_neither_divides():
     spec = load_model("nanotron-3b").model_copy(update={"heads": 48, "kv_heads": 12, "hidden": 3072})
     with pytest.raises(Exception, match="divide or be a multiple"):
         evaluate_layout(spec, MEGATRON, Layout(tp=16, tokens=8192, tp_kv="replicate"))
+
+
+def test_replicated_kv_gradients_sum_inside_the_node():
+    """t = 16 over 2 nodes of 8 H100s, 8 KV heads: each head's 2 copies sit on adjacent TP ranks, so their
+    gradient all-reduce is a 2-GPU NCCL all-reduce inside one node, not a 16-rank one across nodes."""
+    from costmodel.cost.nccl import choice
+    from costmodel.specs.load import load_hardware
+
+    spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
+    cost = evaluate_layout(spec, MEGATRON, Layout(tp=16, sp=True, tokens=8192, tp_kv="replicate"), h100)
+    row = next(r for r in cost.collectives if "replicated K, V" in r.collective.purpose)
+    assert (row.placement.domains, row.placement.per_domain, row.level) == (1, 2, "nvlink")
+    one_call = max(choice("hgx-h100", "all-reduce", row.collective.buffer_bytes, 1, 2)[2], h100.nccl.launch_s)
+    assert row.seconds == pytest.approx(row.collective.calls * one_call, rel=1e-12)

@@ -78,7 +78,8 @@ def timed(hardware, point, collectives: list[Collective], labels: bool = True) -
     placements, costs, out, priced, seen = {}, {}, [], {}, []
     for c in collectives:
         if c.axis not in placements:
-            placements[c.axis] = network.placement(hardware, point, c.axis)
+            placements[c.axis] = (network.subgroup_placement(hardware, point, c.axis, c.group)
+                                  if c.axis in network.SUBGROUPS else network.placement(hardware, point, c.axis))
         where_ = placements[c.axis]
         if (c.axis, c.op) not in costs:
             costs[c.axis, c.op] = network.link_cost(hardware, c.op, where_)
@@ -127,8 +128,8 @@ def _first_equal(seen: list, array):
 def axis_family(axis: str) -> str:
     """tp (and expert TP), cp, pp, ep, or data (dp, fsdp and dp x fsdp, and the routed experts' expert-dp,
     expert-fsdp, expert-data)."""
-    if axis == "etp":
-        return "tp"
+    if axis in ("etp", *network.SUBGROUPS):
+        return network.SUBGROUPS.get(axis, "tp")
     return "data" if axis in ("dp", "fsdp", "data", *expert.EXPERT_AXES.values()) else axis
 
 

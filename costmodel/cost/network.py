@@ -63,6 +63,20 @@ def _degree(point, axis: str):
 def placement(hardware, point, axis: str) -> Placement:
     """Where ``axis`` (tp, cp, fsdp, dp, pp, or data = dp x fsdp as one group; ep and the experts'
     expert-fsdp, expert-dp and expert-data) runs."""
+    return _placement(hardware, point, axis, None)
+
+
+def subgroup_placement(hardware, point, axis: str, ranks) -> Placement:
+    """Where a group of ``ranks`` adjacent ranks of ``axis`` runs (SUBGROUPS: the TP ranks that hold copies of
+    one KV head, which sum those copies' gradients): inside the fast domain when ``ranks`` fit in it."""
+    return _placement(hardware, point, SUBGROUPS[axis], ranks)
+
+
+#: collectives over a group of adjacent ranks of an axis -> that axis
+SUBGROUPS = {"tp-kv": "tp"}
+
+
+def _placement(hardware, point, axis: str, subgroup) -> Placement:
     order = EXPERT_ORDER if axis in ("ep", "etp") or axis.startswith("expert-") else AXIS_ORDER
     stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
     inner = 1
@@ -70,7 +84,9 @@ def placement(hardware, point, axis: str) -> Placement:
         if name == stop:
             break
         inner = inner * _degree(point, name)
-    if axis in ("data", "expert-data"):
+    if subgroup is not None:
+        ranks = subgroup
+    elif axis in ("data", "expert-data"):
         ranks = point.data if axis == "data" else exact_div(expert.folded_tp(point) * point.data, point.ep)
     else:
         ranks = _degree(point, axis)

@@ -46,9 +46,10 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None)
 
 def replicated_kv_gradient_allreduce(shape, *, layers, copies, grad_bytes) -> Collective:
     """With KV heads replicated over t / k ranks, each copy's weight gradient is summed over the
-    ranks that hold it, once per step: S = b_g 2 d_h (D + bias) per layer (one head's K and V)."""
+    ranks that hold it, once per step: S = b_g 2 d_h (D + bias) per layer (one head's K and V). Those ranks
+    are adjacent in the TP group (Megatron gives rank r head r k / t): the group "tp-kv" of ``copies``."""
     per_head = 2 * shape.head_dim * (shape.width + (1 if shape.bias or shape.qkv_bias else 0))
-    return Collective("all-reduce", "tp", "replicated K, V weight gradients", "optimizer", copies, layers,
+    return Collective("all-reduce", "tp-kv", "replicated K, V weight gradients", "optimizer", copies, layers,
                       grad_bytes * per_head)
 
 
