@@ -71,6 +71,9 @@ REFUSED = [
     (["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--ici-bandwidth", "inf"],
      ["'inf'"]),
     ([*V5P, "--peak-flops", "nan"], ["'nan'"]),
+    # routing cannot load a rank beyond all its experts or k per token: min(e, E/k) = 4 for mixtral on 8 ranks
+    (["memory", "--model", "mixtral-8x7b", "--moe-imbalance", "100", "--ep", "8", "--dp", "8", "--tokens", "4096"],
+     ["--moe-imbalance 100 exceeds", "min(e, E/k) = 4"]),
     # a layout that is never compute-bound: explain refuses as solve does (it printed B = inf)
     (["explain", "batch", "--model", "llama3-8b", "--hardware", "h100-sxm", "--fsdp", "8", "--tp", "8"],
      ["TP degree Y = 8 is never compute-bound"]),

@@ -28,7 +28,8 @@ EXPERT_AXES = {"data": "expert-data", "fsdp": "expert-fsdp", "dp": "expert-dp"}
 
 def checks(shape, point) -> list[Rule]:
     """e must divide the experts and the data axis with the TP ranks --etp folds in (and nest with its
-    shards); t_e must divide F_e; a dense model has no experts to spread; MoE under TP needs sequence
+    shards); t_e must divide F_e; the busiest rank gets at most min(e, E/k) times its even share (all its
+    E/e experts, or k per token, for every token); a dense model has no experts to spread; MoE under TP needs sequence
     parallelism (Megatron-core asserts it)."""
     if not shape.moe:
         return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)")]
@@ -45,6 +46,11 @@ def checks(shape, point) -> list[Rule]:
     rules += [Rule(divides(expert_tp(point), shape.expert_width),
                    lambda: f"--{'tp' if point.etp is None else 'etp'} {expert_tp(point)} does not divide the expert "
                    f"MLP width F_e = {shape.expert_width:,}"),
+              Rule(point.moe_imbalance <= minimum(point.ep, shape.experts / shape.top_k),
+                   lambda: f"--moe-imbalance {point.moe_imbalance:g} exceeds what routing can give: a rank holds "
+                   f"E/e = {shape.experts // point.ep} of the {shape.experts} experts and each token picks k = "
+                   f"{shape.top_k}, so the busiest gets at most min(e, E/k) = "
+                   f"{min(point.ep, shape.experts / shape.top_k):g} x its even share"),
               Rule((folded == 1) | (point.cp == 1),
                    lambda: f"--etp {expert_tp(point)} below --tp {point.tp} with --cp {point.cp} is not modelled "
                    "(the expert mesh here leaves CP out)")]
