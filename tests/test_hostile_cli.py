@@ -71,6 +71,9 @@ REFUSED = [
     (["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--ici-bandwidth", "inf"],
      ["'inf'"]),
     ([*V5P, "--peak-flops", "nan"], ["'nan'"]),
+    # Ulysses gives each CP rank whole heads of the TP rank's share (the message named all 32)
+    (["comm", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tp", "8", "--cp", "8", "--cp-kind", "a2a",
+      "--tokens", "8192"], ["the 4 attention heads per TP rank (32 / --tp 8)"]),
     # routing cannot load a rank beyond all its experts or k per token: min(e, E/k) = 4 for mixtral on 8 ranks
     (["memory", "--model", "mixtral-8x7b", "--moe-imbalance", "100", "--ep", "8", "--dp", "8", "--tokens", "4096"],
      ["--moe-imbalance 100 exceeds", "min(e, E/k) = 4"]),

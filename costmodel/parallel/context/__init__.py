@@ -25,9 +25,10 @@ def checks(shape, point) -> list[Rule]:
                   lambda: f"--cp {point.cp} does not divide the sequence length {shape.seq_len:,} of {shape.name}")]
     if point.cp_kind == "a2a":  # Ulysses re-shards sequence to heads: each of the c ranks takes whole heads
         rules.append(Rule(divides(point.cp, shape.heads / point.tp),
-                          lambda: f"--cp {point.cp} with --cp-kind a2a needs the {shape.heads:,} attention heads "
-                          f"{'per TP rank ' if point.tp != 1 else ''}to divide by it (all-to-all CP gives each rank "
-                          "whole heads)"))
+                          lambda: f"--cp {point.cp} with --cp-kind a2a needs the "
+                          + (f"{shape.heads // point.tp:,} attention heads per TP rank ({shape.heads:,} / --tp "
+                             f"{point.tp})" if point.tp != 1 else f"{shape.heads:,} attention heads")
+                          + " to divide by it (all-to-all CP gives each rank whole heads)"))
     return rules
 
 
