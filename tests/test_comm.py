@@ -104,7 +104,7 @@ def test_all_to_all_context_parallel_needs_whole_heads_per_rank():
     llama = load_model("llama3-8b")
     step_collectives(llama, CS336, Layout(tp=2, cp=16, cp_kind="a2a", tokens=131072))
     step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="ring", tokens=131072))
-    with pytest.raises(CostModelError, match="heads per TP rank to divide"):
+    with pytest.raises(CostModelError, match="16 attention heads per TP rank .32 / --tp 2. to divide"):
         step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="a2a", tokens=131072))
 
 

@@ -34,14 +34,17 @@ from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 from costmodel.specs.model import FFNStack, Transformer
 
+#: sequences of 1,024 tokens at most, so every micro-batch below (1,024 to 4,096 tokens) holds whole ones: a layout
+#: with fewer tokens than its model's sequence runs a shorter one (evaluate.layout_shape), which the letters'
+#: formula for the first layout would then fix for all
 MODELS = {
     "xxl": load_model("xxl"),
     "ffn-gated": FFNStack(name="ffn-gated", d_model=512, d_ff=2048, layers=12, gated=True, activation="silu",
                           input_requires_grad=True),
-    "llama3-8b": load_model("llama3-8b"),
+    "llama3-8b": load_model("llama3-8b").model_copy(update={"seq_len": 1024}),
     "gpt2": load_model("gpt2"),
     "qwen-like": Transformer(name="qwen-like", hidden=1024, ffn_hidden=4096, layers=10, heads=16, kv_heads=4,
-                             vocab=32000, qkv_bias=True, seq_len=4096),
+                             vocab=32000, qkv_bias=True, seq_len=1024),
 }
 RECIPES = ["cs336", "megatron", "zero", "scaling-book"]
 HARDWARE = ["h100-sxm", "a100-80gb", "tpu-v5p"]
