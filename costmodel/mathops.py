@@ -195,6 +195,14 @@ def remainder(a, b):
     return a % b
 
 
+def is_zero(value) -> bool:
+    """The literal 0, structure read off a shape's fields (no MoE, no MLA, an empty part): a number, or a sympy
+    zero (0 x a letter); never an array."""
+    if isinstance(value, (int, float)):
+        return value == 0
+    return getattr(value, "is_zero", None) is True
+
+
 def total(values):
     """Sum that starts from the first term, so a sum of arrays stays an array and of symbols an expression."""
     values = list(values)

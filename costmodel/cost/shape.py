@@ -4,32 +4,31 @@ The FFN stack of the XXL problem and a transformer share one shape: the stack is
 with no attention, no norms and no embeddings (``attention`` false). Each per-model quantity is
 written here once, as a method whose body calls the pure formulas; the widths may be numbers or
 sympy symbols (``Shape.symbolic``), so the same code gives the CLI's numbers and the printed formulas.
+A mixture of experts' quantities are in ``shape_moe.py``, multi-head latent attention's in ``shape_mla.py``:
+``Shape`` inherits them, and its quantities here call them where a model has either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from costmodel.cost.shape_mla import MLA_LETTERS, LatentAttention, mla_fields
+from costmodel.cost.shape_moe import MOE_LETTERS, MixtureOfExperts, moe_fields
 from costmodel.formulas import activations as ac
 from costmodel.formulas import flops as fl
 from costmodel.formulas import memory as mem
 from costmodel.formulas import params as pa
-from costmodel.mathops import exact_div, exact_fraction, letter
+from costmodel.mathops import exact_div, exact_fraction, is_zero, letter
 
 #: the letters of the symbolic view, by field (Scaling Book: D, F, L; Korthikanti: a, s, V)
 LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_heads": "k", "head_dim": "d_h",
            "vocab": "V", "seq_len": "s"}
-#: and of a mixture of experts (E experts, k_e of them per token, F_e wide; F_s of shared experts; L_d dense layers)
-MOE_LETTERS = {"experts": "E", "top_k": "k_e", "expert_width": "F_e", "shared_width": "F_s",
-               "dense_layers": "L_d"}
-#: and of multi-head latent attention (query and key/value latents, rotary and value head widths)
-MLA_LETTERS = {"q_rank": "r_q", "kv_rank": "r_kv", "rope_dim": "d_r", "v_head_dim": "d_v"}
-#: every field's letter
+#: every field's letter (a mixture of experts' and multi-head latent attention's too)
 ALL_LETTERS = {**LETTERS, **MOE_LETTERS, **MLA_LETTERS}
 
 
 @dataclass(frozen=True)
-class Shape:
+class Shape(MixtureOfExperts, LatentAttention):
     """Widths (numbers or symbols) and structure (Python values) of one model."""
 
     name: str
@@ -83,17 +82,7 @@ class Shape:
                    layernorm=model.norm == "layernorm", tied=model.tied_embeddings,
                    learned_positions=model.max_position if model.position == "learned" else 0,
                    dropout=model.dropout, qk_norm=model.qk_norm, fused=model.fused_projections, block=model.block,
-                   **_moe_fields(model.moe), **_mla_fields(model.mla))
-
-    @property
-    def mla(self) -> bool:
-        """Whether attention is multi-head latent attention (structure)."""
-        return not _is_zero(self.kv_rank)
-
-    @property
-    def q_latent(self) -> bool:
-        """Whether MLA's queries go through a latent (structure: q_rank is not the literal 0)."""
-        return not _is_zero(self.q_rank)
+                   **moe_fields(model.moe), **mla_fields(model.mla))
 
     @property
     def value_dim(self):
@@ -117,18 +106,13 @@ class Shape:
         parallel block (GPT-NeoX gpt_j_residual: self.reduce after attention + MLP)."""
         return 2 if self.block == "sequential" else 1
 
-    @property
-    def moe(self) -> bool:
-        """Whether the model has MoE layers (structure: a number of experts, or a letter)."""
-        return not (isinstance(self.experts, int) and self.experts == 0)
-
     def values(self) -> dict:
         """Field -> value of each width :meth:`symbolic` writes as a letter (the FFN stack: D, F, L)."""
         fields = tuple(LETTERS) if self.attention else ("width", "mlp_width", "layers")
         if self.moe:
-            fields += tuple(f for f in MOE_LETTERS if not (f != "experts" and _is_zero(getattr(self, f))))
+            fields += tuple(f for f in MOE_LETTERS if not (f != "experts" and is_zero(getattr(self, f))))
         if self.mla:
-            fields += tuple(f for f in MLA_LETTERS if not _is_zero(getattr(self, f)))
+            fields += tuple(f for f in MLA_LETTERS if not is_zero(getattr(self, f)))
         return {f: getattr(self, f) for f in fields}
 
     def symbolic(self) -> "Shape":
@@ -144,15 +128,10 @@ class Shape:
         """One norm: D (RMSNorm) or 2 D (LayerNorm)."""
         return pa.norm_params(hidden=self.width, with_bias=self.layernorm)
 
-    def _mla(self) -> dict:
-        return dict(hidden=self.width, heads=self.heads, q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
-                    qk_nope_head_dim=self.head_dim - self.rope_dim, qk_rope_head_dim=self.rope_dim,
-                    v_head_dim=self.v_head_dim, q_latent=self.q_latent)
-
     def attention_params(self):
         """One layer's attention projections (and Qwen3's per-head query and key norms)."""
         if self.mla:
-            return pa.mla_attention_params(**self._mla())
+            return self.mla_attention_params()
         out = pa.attention_params(**self._attn(), bias=self.bias, qkv_bias=self.qkv_bias, out_bias=self.out_bias)
         return out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
 
@@ -160,22 +139,6 @@ class Shape:
         """One dense MLP of width F."""
         return pa.mlp_params(hidden=self.width, ffn_hidden=self.mlp_width, gated=self.gated,
                              bias=self.bias or self.mlp_bias)
-
-    def expert_params(self):
-        """One routed expert's MLP (F_e wide)."""
-        return pa.routed_expert_params(hidden=self.width, expert_ffn_hidden=self.expert_width, gated=self.gated)
-
-    def moe_parts(self) -> dict:
-        """One MoE layer's MLP by part: the routed experts, the shared experts, the router."""
-        return {"experts": self.experts * self.expert_params(),
-                "shared_experts": pa.shared_expert_params(hidden=self.width, shared_ffn_hidden=self.shared_width,
-                                                          gated=self.gated, shared_gate=self.shared_gate),
-                "router": pa.router_params(hidden=self.width, experts=self.experts)}
-
-    @property
-    def moe_layers(self):
-        """Layers whose MLP is a mixture of experts: L - L_d (0 for a dense model)."""
-        return self.layers - self.dense_layers if self.moe else 0
 
     def block_params(self):
         """Parameters of one repeated block (an MoE model's: an MoE layer)."""
@@ -200,10 +163,9 @@ class Shape:
         out = self.norms_per_layer * self.norm_params() + row_biases * self.width
         out = out + (pa.qk_norm_params(head_dim=self.head_dim) if self.qk_norm else 0)
         if self.mla:
-            out = out + pa.mla_replicated_params(hidden=self.width, q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
-                                                 qk_rope_head_dim=self.rope_dim, q_latent=self.q_latent)
+            out = out + self.mla_replicated_params()
         if self.moe and not dense:
-            out = out + self.moe_parts()["router"] + (self.width if self.shared_gate else 0)
+            out = out + self.moe_replicated_params()
         return out
 
     def embedding_params(self):
@@ -231,14 +193,10 @@ class Shape:
             "norms": (self.norms_per_layer * self.layers + 1) * self.norm_params(),
             "output": self.output_params(),
         }
-        return {name: count for name, count in parts.items() if not _is_zero(count)}
+        return {name: count for name, count in parts.items() if not is_zero(count)}
 
     def total_params(self):
         return sum(self.param_parts().values())
-
-    def inactive_params(self):
-        """Routed experts a token does not use: (L - L_d)(E - k_e) x one expert (0 for a dense model)."""
-        return self.moe_layers * (self.experts - self.top_k) * self.expert_params() if self.moe else 0
 
     def active_params(self):
         """Parameters one token uses: all but the routed experts it is not sent to (MoE papers'
@@ -266,32 +224,11 @@ class Shape:
         return 4 * self.heads * self.head_dim * self.width + mlp, self.vocab * self.width
 
     # ---- FLOPs ------------------------------------------------------------------------------
-    def moe_mlp_forward_flops_per_token(self):
-        """An MoE layer's MLP per token: router, k_e experts, shared experts."""
-        return fl.moe_mlp_forward_flops_per_token(hidden=self.width, experts=self.experts, top_k=self.top_k,
-                                                  expert_ffn_hidden=self.expert_width,
-                                                  shared_ffn_hidden=self.shared_width, gated=self.gated,
-                                                  shared_gate=self.shared_gate)
-
-    def routed_flops_per_token(self):
-        """Forward FLOPs per token of the routed experts over every MoE layer: (L - L_d) k_e 2 x one expert."""
-        if not self.moe:
-            return 0
-        return self.moe_layers * self.top_k * fl.matmul_flops(tokens=1, fan_in=1, fan_out=self.expert_params())
-
-    def padding_flops_per_token(self):
-        """Forward FLOPs per token the MoE layers run on capacity padding (0 dropless or dense)."""
-        if not self.moe or self.capacity_factor is None:
-            return 0
-        return self.moe_layers * fl.capacity_padding_flops_per_token(
-            hidden=self.width, top_k=self.top_k, expert_ffn_hidden=self.expert_width, gated=self.gated,
-            capacity_factor=self.capacity_factor)
-
     def attention_forward_flops_per_token(self, seq_len=None):
         """One layer's attention per token: projections and the score and value products."""
         seq = self.seq_len if seq_len is None else seq_len
         if self.mla:
-            return fl.mla_attention_forward_flops_per_token(**self._mla(), seq_len=seq)
+            return self.mla_attention_forward_flops_per_token(seq)
         return fl.attention_forward_flops_per_token(**self._attn(), seq_len=seq)
 
     def layer_forward_flops_per_token(self, seq_len=None, dense: bool = False):
@@ -346,8 +283,7 @@ class Shape:
             return 0
         seq = self.seq_len if seq_len is None else seq_len
         if self.mla:
-            return fl.mla_attention_score_flops_per_token(seq_len=seq, heads=self.heads, qk_head_dim=self.head_dim,
-                                                          v_head_dim=self.v_head_dim)
+            return self.mla_attention_score_flops_per_token(seq)
         return fl.attention_score_flops_per_token(seq_len=seq, heads=self.heads, head_dim=self.head_dim)
 
     # ---- activations ------------------------------------------------------------------------
@@ -372,14 +308,10 @@ class Shape:
                                                 residual_bytes=act_bytes if residual_bytes is None else residual_bytes,
                                                 norm_inputs=self.norm_inputs_per_layer, norms=self.norms_per_layer)
         mlp_width = self.shared_width if moe else self.mlp_width
-        if self.mla:  # MLA's attention tensors (the MLP's alone from the GQA formula, with no heads), its latents
-            inside = ac.mla_attention_bytes_per_token(heads=self.heads, qk_head_dim=self.head_dim,
-                                                      v_head_dim=self.v_head_dim, act_bytes=act_bytes)
-            inside = inside + ac.inside_tp_bytes_per_token(hidden=self.width, heads=0, kv_heads=0, head_dim=0,
-                                                           ffn_hidden=mlp_width, act_bytes=act_bytes, gated=self.gated)
-            outside = outside + ac.mla_latent_bytes_per_token(
-                q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank, rope_head_dim=self.rope_dim, act_bytes=act_bytes,
-                norm_stat_bytes=stats, q_latent=self.q_latent)
+        if self.mla:
+            inside, latents = self.mla_layer_activation_bytes_per_token(act_bytes=act_bytes, mlp_width=mlp_width,
+                                                                         norm_stat_bytes=stats)
+            outside = outside + latents
         else:
             inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=mlp_width, act_bytes=act_bytes,
                                                   gated=self.gated)
@@ -393,12 +325,8 @@ class Shape:
                                                   policy="selective" if selective else "none")
         if not moe:
             return out
-        out = out + ac.routed_expert_bytes_per_token(hidden=self.width, top_k=self.top_k,
-                                                     expert_ffn_hidden=self.expert_width, act_bytes=act_bytes,
-                                                     gated=self.gated, tp=tp, routed_factor=routed_factor, etp=etp)
-        if self.shared_gate:
-            out = out + ac.shared_gate_bytes_per_token(hidden=self.width, act_bytes=act_bytes, tp=tp if sp else 1)
-        return out
+        return self.moe_layer_activation_bytes_per_token(out, act_bytes=act_bytes, tp=tp, sp=sp,
+                                                         routed_factor=routed_factor, etp=etp)
 
     def norm_output_copies(self, autocast: bool, dense: bool = False) -> tuple[int, int]:
         """(copies of the attention norm's output, of the MLP norm's) that matmuls save. In low precision
@@ -415,8 +343,8 @@ class Shape:
         else:
             attention = 2 if self.mla else 3
             mlp = shared = 2 if self.gated else 1
-        if self.moe and not dense:  # router + shared experts + their gate
-            return attention, 1 + (shared if self.shared_width else 0) + (1 if self.shared_gate else 0)
+        if self.moe and not dense:
+            return attention, self.moe_mlp_norm_copies(shared)
         return attention, mlp
 
     def layer_input_bytes_per_token(self, *, act_bytes, tp, sp: bool):
@@ -439,27 +367,3 @@ class Shape:
         return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp,
                                                norm_stat_bytes=stats,
                                                residual_bytes=act_bytes if residual_bytes is None else residual_bytes)
-
-
-def _is_zero(value) -> bool:
-    """The literal 0: a number, or a sympy zero (0 * a letter); never an array."""
-    if isinstance(value, (int, float)):
-        return value == 0
-    return getattr(value, "is_zero", None) is True
-
-
-def _moe_fields(moe) -> dict:
-    """Shape fields of a Transformer spec's ``moe`` (none for a dense model)."""
-    if moe is None:
-        return {}
-    return dict(experts=moe.experts, top_k=moe.top_k, expert_width=moe.expert_ffn_hidden,
-                shared_width=moe.shared_ffn_hidden, dense_layers=moe.dense_layers, shared_gate=moe.shared_gate,
-                capacity_factor=moe.capacity_factor)
-
-
-def _mla_fields(mla) -> dict:
-    """Shape fields of a Transformer spec's ``mla`` (none for GQA)."""
-    if mla is None:
-        return {}
-    return dict(kv_rank=mla.kv_lora_rank, q_rank=mla.q_lora_rank, rope_dim=mla.qk_rope_head_dim,
-                v_head_dim=mla.v_head_dim)

@@ -1,0 +1,130 @@
+"""NCCL's tuner over arrays of layouts: :meth:`TunedCost.seconds <costmodel.cost.nccl.TunedCost.seconds>`
+when the buffer or the group is a numpy array (one element per layout).
+
+A sweep repeats few group shapes and buffer sizes, so the tuner's candidates (``nccl.candidates``) are
+priced once per distinct (nodes, GPUs per node) and laid out as K slots, NCCL's pick is taken once per
+distinct (group, size), and the times are spread back over the elements. Each element equals what the
+numbers path (``nccl.choice``) gives the same layout. ``nccl.py`` imports this module only when it
+prices an array: the dependency runs one way at import, and the numbers path never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from costmodel.cost.nccl import TunedCost, candidates
+from costmodel.formulas import nccl_nvls as nvls
+from costmodel.formulas import nccl_tuner as nt
+
+
+def array_seconds(cost: TunedCost, buffer_bytes):
+    """``cost.seconds(buffer_bytes)`` for arrays, one element per layout: candidates priced once per
+    distinct (nodes, GPUs per node), laid out as K slots (unused slots infinite), the fastest slot taken
+    once per distinct (group, size) and spread back: a sweep repeats few groups and sizes."""
+    import numpy as np
+
+    shape = np.broadcast_shapes(np.shape(buffer_bytes), np.shape(cost.nodes), np.shape(cost.per_node))
+    groups, group, s, back = _combos(cost, buffer_bytes, shape)
+    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us)
+    latency, bandwidth, tree, plateau, timed, heads, channels = (column[:, group] for column in table)  # K x distinct (group, size)
+    past = (plateau > 0) & (s >= plateau)
+    factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
+    bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
+    inside = (bucket >= 0) & (bucket < factors.shape[1])
+    correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
+    transfer = s / (1000 * bandwidth * correction)
+    pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
+    picked = (pick, np.arange(pick.size))  # its slot in each column
+    chosen = (np.where(past, timed * 1.4, timed) + transfer)[picked]
+    picked_heads, picked_channels, picked_bandwidth = heads[picked], channels[picked], bandwidth[picked]
+    if picked_heads.any():
+        fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(picked_channels, 1),
+                            bandwidth_gbs=picked_bandwidth)
+        chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
+    free = np.array([one for _, _, one in groups], dtype=bool)[group]
+    priced = np.where(free, 0.0, cost.offset + cost.scale * np.maximum(chosen * 1e-6, cost.launch))
+    return priced[back].reshape(shape)
+
+
+def _combos(cost: TunedCost, buffer_bytes, shape: tuple):
+    """(groups: (nodes, GPUs per node, free) of each distinct group of an array; of each distinct (group,
+    whole bytes) its group's index and its bytes; each element's index among those), once per group and
+    buffer for every op on them: the rows of a step price one buffer with several ops."""
+    memo = cost.memo if cost.memo is not None else cost.__dict__.setdefault("_own_memo", {})  # frozen: a __dict__ still
+    groups = _once(memo, ("groups", shape), (cost.nodes, cost.per_node),
+                   lambda: _group_index(cost.nodes, cost.per_node, shape))
+    return _once(memo, ("combos", shape), (buffer_bytes, cost.nodes, cost.per_node),
+                 lambda: _combo_index(groups, buffer_bytes, shape))
+
+
+def _once(memo: dict, key: tuple, held: tuple, compute):
+    """compute(), once per ``key`` and objects ``held`` (by identity: the memo keeps them, so that no id
+    is reused meanwhile)."""
+    key = (*key, *map(id, held))
+    hit = memo.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], held)):
+        hit = memo[key] = held, compute()
+    return hit[1]
+
+
+def _group_index(nodes, per_node, shape: tuple):
+    """((nodes, GPUs per node, free) of each distinct group, each element's index among them): the counts as
+    the numbers path's int(), ``free`` where the group has one rank (nothing to send)."""
+    import numpy as np
+
+    nodes, per_node = (np.broadcast_to(np.asarray(v), shape).ravel() for v in (nodes, per_node))
+    free = nodes * per_node <= 1
+    nodes, per_node = nodes.astype(np.int64), per_node.astype(np.int64)
+    wide = int(per_node.max()) + 1 if per_node.size else 1  # a key per group: small integers, no sort
+    keys, at = distinct((nodes * wide + per_node) * 2 + free)
+    return tuple((int(k) // 2 // wide, int(k) // 2 % wide, bool(k % 2)) for k in keys), at
+
+
+def _combo_index(indexed_groups: tuple, buffer_bytes, shape: tuple):
+    """(groups, the group index and whole bytes of each distinct (group, size), each element's index among them)."""
+    import numpy as np
+
+    groups, at = indexed_groups
+    if np.ndim(buffer_bytes) == 0:  # one size for every layout: a combination per group
+        return groups, np.arange(len(groups)), np.full(len(groups), np.floor(float(buffer_bytes))), at
+    whole = np.floor(np.broadcast_to(np.asarray(buffer_bytes, dtype=float), shape).ravel())  # as int(S)
+    sizes, size_at = distinct(whole)
+    combos, back = distinct(at * len(sizes) + size_at)
+    return groups, combos // len(sizes), sizes[combos % len(sizes)], back
+
+
+def distinct(values):
+    """(the distinct values, sorted, and each element's index among them) of a 1-d array that repeats few
+    values. Small non-negative integers (group keys, index pairs) are marked in a table; others go through
+    numpy's hash-based unique (2.3 and later; sorting before) and a binary search. numpy's own index
+    (unique's return_inverse) argsorts the whole array, several times slower on such arrays."""
+    import numpy as np
+
+    if values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 4 * values.size:
+        seen = np.zeros(int(values.max()) + 1, dtype=bool)
+        seen[values] = True
+        return np.flatnonzero(seen), (np.cumsum(seen) - 1)[values]
+    found = np.unique(values)
+    return found, np.searchsorted(found, values)
+
+
+@functools.lru_cache(maxsize=256)
+def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> tuple:
+    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, NVLS heads, NVLS channels), each
+    K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
+    is 'no correction'."""
+    import numpy as np
+
+    found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None) if n * g > 1 else []
+             for n, g in pairs]
+    k = max(1, max(len(c) for c in found))
+    latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
+    tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
+        (k, len(pairs)), np.inf)
+    heads, channels = np.zeros((k, len(pairs)), dtype=int), np.zeros((k, len(pairs)), dtype=int)
+    for j, rows in enumerate(found):
+        for i, (lat, bw, tree_proto, plat, lat_timed, head_count, channel_count) in enumerate(rows):
+            latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
+            heads[i, j], channels[i, j] = head_count, channel_count
+            tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
+    return latency, bandwidth, tree.astype(int), plateau, timed, heads, channels
