@@ -142,3 +142,32 @@ def test_nvls_all_reduce_adds_two_loops_of_fill_to_the_tuners_time():
     arrays = TunedCost("hgx-h100", "all-reduce", np.array([1.0, 1.0]), np.array([8.0, 8.0])).seconds(
         np.array([size, 2.0 * size]))
     assert arrays[0] == pytest.approx(seconds, rel=1e-12)
+
+
+@pytest.mark.parametrize("size, nodes, chunk", [
+    # 2 nodes: 128 KiB, 64 KiB below 4 loops of 8 chunks on the channel (S/16 < 4 MiB), 32 KiB below 1 (512 KiB)
+    (4 * 2**20, 2, 32768), (32 * 2**20, 2, 65536), (64 * 2**20, 2, 131072), (2**30, 2, 131072),
+    # 4 nodes or more: NCCL_NVLSTREE_MAX_CHUNKSIZE unset caps it at 64 KiB
+    (2**30, 4, 65536), (4 * 2**20, 4, 32768),
+])
+def test_nvls_tree_chunks_by_hand(size, nodes, chunk):
+    """calcCollChunking's NVLS-tree branch (enqueue.cc:1888-1899) on a channel's S/16 bytes, 8 heads."""
+    from costmodel.formulas import nccl_nvls as nvls
+
+    used, per_channel = nvls.channels_used(size, 16)
+    assert nvls.tree_chunk_bytes(per_channel, 8, nodes) == chunk
+
+
+def test_nvls_tree_adds_three_loops_of_fill_to_the_time_with_the_measured_hop():
+    """2 x 8 H100 over EFA (aws-p5), 256 MiB all-reduce: NCCL picks NVLS-tree; its time is the tuner's with the
+    measured 35.5 us hop plus three loops (four stages) of 8 x 128 KiB on each of 16 channels at its bandwidth."""
+    from costmodel.cost.nccl import TUNED, restricted, topology, with_hop
+    from costmodel.formulas import nccl_tuner as nt
+
+    size = 256 * 2**20
+    algo, proto, seconds = choice("aws-p5", "all-reduce", size, 2, 8, hop_us=35.5)
+    assert (algo, proto) == ("nvls_tree", "Simple")
+    topo = restricted(topology("aws-p5", 2, 8), "auto")
+    tuner_us = nt.algo_time_us(coll=TUNED["all-reduce"], algo=algo, proto=proto, n_bytes=size, topo=with_hop(topo, 35.5))
+    bandwidth = nt.tuned_bandwidth_gbs(coll="all_reduce", algo=algo, proto=proto, topo=topo)
+    assert seconds == pytest.approx((tuner_us + 3 * 8 * 131072 * 16 / (1e3 * bandwidth)) * 1e-6, rel=1e-12)

@@ -99,26 +99,28 @@ def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, 
     except ValueError:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
                              "(its tuner disables it there)") from None
+    if hop_us is not None and nodes > 1:
+        seconds = 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes,
+                                         topo=with_hop(topo, hop_us))
     heads = nvls_heads(TUNED[op], algo, topo)
     if heads:
-        return algo, proto, seconds + 1e-6 * nvls.fill_us(
-            buffer_bytes, heads=heads, max_channels=topo.nvls_channels,
-            bandwidth_gbs=nt.tuned_bandwidth_gbs(coll=TUNED[op], algo=algo, proto=proto, topo=topo))
-    if hop_us is None or nodes == 1:
-        return algo, proto, seconds
-    return algo, proto, 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes,
-                                               topo=with_hop(topo, hop_us))
+        seconds += 1e-6 * nvls.fill_us(buffer_bytes, heads=heads, max_channels=topo.nvls_channels, nodes=nodes,
+                                       bandwidth_gbs=nt.tuned_bandwidth_gbs(coll=TUNED[op], algo=algo, proto=proto,
+                                                                            topo=topo))
+    return algo, proto, seconds
 
 
 def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
-    """The NVLS heads (one per GPU of the node, graph/connect.cc:241-258) where the time adds the NVLS
-    all-reduce's pipeline fill (formulas/nccl_nvls.py: one node), else 0: the tuner's time stands."""
-    return topo.n_ranks if algo == "nvls" and coll == "all_reduce" and topo.n_nodes == 1 else 0
+    """The NVLS heads (one per GPU of the node, graph/connect.cc:241-258) where the time adds the pipeline
+    fill of an NVLS all-reduce (one node) or NVLS-tree one (several; formulas/nccl_nvls.py), else 0: the
+    tuner's time stands."""
+    nvls_here = (algo == "nvls" and topo.n_nodes == 1) or (algo == "nvls_tree" and topo.n_nodes > 1)
+    return topo.max_local_ranks if nvls_here and coll == "all_reduce" else 0
 
 
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None) -> list[tuple]:
     """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, NVLS heads or 0,
-    NVLS channels) of every (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the
+    NVLS channels, nodes) of every (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the
     plateau) + S / (1000 B x correction) picks one; the timed latency (a measured network hop) replaces
     the latency in its time, and NVLS heads add the pipeline fill."""
     topo = restricted(topology(preset, nodes, per_node), algorithm)
@@ -135,7 +137,7 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
                             proto if algo == "tree" and coll == "all_reduce" else None,
                             64 * topo.coll_channels * topo.n_ranks if plateau else 0,
                             nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
-                            nvls_heads(coll, algo, topo), topo.nvls_channels))
+                            nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes))
     return out
 
 

@@ -26,7 +26,7 @@ def array_seconds(cost: TunedCost, buffer_bytes):
     shape = np.broadcast_shapes(np.shape(buffer_bytes), np.shape(cost.nodes), np.shape(cost.per_node))
     groups, group, s, back = _combos(cost, buffer_bytes, shape)
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us)
-    latency, bandwidth, tree, plateau, timed, heads, channels = (column[:, group] for column in table)  # K x distinct (group, size)
+    latency, bandwidth, tree, plateau, timed, heads, channels, nodes = (column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
     bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
@@ -36,10 +36,10 @@ def array_seconds(cost: TunedCost, buffer_bytes):
     pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
     picked = (pick, np.arange(pick.size))  # its slot in each column
     chosen = (np.where(past, timed * 1.4, timed) + transfer)[picked]
-    picked_heads, picked_channels, picked_bandwidth = heads[picked], channels[picked], bandwidth[picked]
+    picked_heads = heads[picked]
     if picked_heads.any():
-        fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(picked_channels, 1),
-                            bandwidth_gbs=picked_bandwidth)
+        fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(channels[picked], 1),
+                            bandwidth_gbs=bandwidth[picked], nodes=nodes[picked])
         chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
     free = np.array([one for _, _, one in groups], dtype=bool)[group]
     priced = np.where(free, 0.0, cost.offset + cost.scale * np.maximum(chosen * 1e-6, cost.launch))
@@ -110,7 +110,7 @@ def distinct(values):
 
 @functools.lru_cache(maxsize=256)
 def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> tuple:
-    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, NVLS heads, NVLS channels), each
+    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, NVLS heads, NVLS channels, nodes), each
     K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
     is 'no correction'."""
     import numpy as np
@@ -121,10 +121,10 @@ def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> t
     latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
     tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
         (k, len(pairs)), np.inf)
-    heads, channels = np.zeros((k, len(pairs)), dtype=int), np.zeros((k, len(pairs)), dtype=int)
+    heads, channels, nodes = (np.zeros((k, len(pairs)), dtype=int) for _ in range(3))
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat, lat_timed, head_count, channel_count) in enumerate(rows):
+        for i, (lat, bw, tree_proto, plat, lat_timed, head_count, channel_count, node_count) in enumerate(rows):
             latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
-            heads[i, j], channels[i, j] = head_count, channel_count
+            heads[i, j], channels[i, j], nodes[i, j] = head_count, channel_count, node_count
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau, timed, heads, channels
+    return latency, bandwidth, tree.astype(int), plateau, timed, heads, channels, nodes
