@@ -151,3 +151,14 @@ def test_on_gpus_each_axis_runs_at_its_own_level():
     refused = runner.invoke(app, ["solve", "batch", "--model", "llama3-70b", "--hardware", "h100-sxm", "--fsdp", "8",
                                   "--tp", "8", "--optimize-split"])
     assert "one bandwidth W" in str(refused.exception)
+
+
+def test_fsdp_with_expert_parallelism_solves_symbolically_and_explains():
+    """mixtral with EP: --symbolic solved min(E_p, N) = E_p (N is a multiple of e) instead of failing; explain
+    starts at N = 2e, not at an N that e does not divide; all three give N_FSDP = 24."""
+    base = ["--model", "mixtral-8x7b", "--limit", "80GB", "--tokens", "4096"]
+    for ep in ("2", "8"):
+        out = run_json("solve", "fsdp", *base, "--ep", ep, "--symbolic")
+        assert out["n_fsdp"] == 24 and "Min" not in out["symbolic"]["n_bound"]
+        explained = run_json("explain", "fsdp", *base, "--ep", ep)
+        assert "N_FSDP = 24" in json.dumps(explained)

@@ -97,7 +97,9 @@ def solve_fsdp_cmd(
     typer.echo(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "
                f"{answer.sharded_bytes:,.0f} / N bytes; limit {limit_bytes:,.0f} B ({source})")
     typer.echo(f"N > {answer.sharded_bytes:,.0f} / ({limit_bytes:,.0f} - {answer.replicated_bytes:,.0f}) "
-               f"= {answer.threshold:.2f}  ->  N_FSDP = {answer.n_fsdp}")
+               f"= {answer.threshold:.2f}  ->  N_FSDP = {answer.n_fsdp}"
+               + (f" (a multiple of --ep {layout.ep}, which shards the experts over N / {layout.ep})"
+                  if layout.ep > 1 and answer.n_fsdp else ""))
 
 
 def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
@@ -105,7 +107,9 @@ def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
 
     from costmodel.cost import symbolic as sy
 
-    comps, _ = sy.memory_in_p_and_a(spec, rec, layout)
+    from costmodel.solve.fsdp import regime_layout
+
+    comps, _ = sy.memory_in_p_and_a(spec, rec, regime_layout(layout))
     total = sy.collect_total(comps)
     limit = sp.Symbol("M_max", positive=True)
     from costmodel.solve.explain import tidy_fraction

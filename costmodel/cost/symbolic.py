@@ -106,7 +106,11 @@ def memory_in_p_and_a(model, recipe, layout) -> tuple[dict, dict]:
     for letter_, value in ((fsdp, point.fsdp), (ep, point.ep)):
         if letter_ != 1:
             values[letter_] = value
-    return {k: sp.sympify(v) for k, v in comps.items()}, values
+    comps = {k: sp.sympify(v) for k, v in comps.items()}
+    if ep != 1 and fsdp != 1 and point.fsdp >= point.ep:  # N shards the experts further: min(E_p, N) is E_p
+        comps = {k: v.replace(lambda e: isinstance(e, sp.Min) and set(e.args) == {ep, fsdp}, lambda e: ep)
+                 for k, v in comps.items()}
+    return comps, values
 
 
 def collect_total(components: dict):

@@ -208,11 +208,10 @@ def memory_derivation(model, recipe, layout) -> Derivation:
 
 def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivation:
     """`cost4d solve fsdp`, derived: memory as a + b/N, the inequality solved for N, the integer."""
-    from costmodel.cost.symbolic import memory_in_p_and_a
+    from costmodel.cost.symbolic import collect_total, memory_in_p_and_a
+    from costmodel.solve.fsdp import regime_layout
 
-    from costmodel.cost.symbolic import collect_total
-
-    comps, values = memory_in_p_and_a(model, recipe, layout)
+    comps, values = memory_in_p_and_a(model, recipe, regime_layout(layout))
     used = collect_total(comps).free_symbols
     letters = {str(k): _whole(v) for k, v in values.items() if k in used and str(k) != "N"}
     conventions = [f"recipe {recipe.name}: {recipe.description}", f"limit from {limit_source}",

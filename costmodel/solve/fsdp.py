@@ -27,10 +27,16 @@ class FsdpAnswer:
     searched: bool = False  # True: a framework's peak (a max over phases), found by search, not a + b/N
 
 
+def regime_layout(layout: Layout) -> Layout:
+    """The layout at the smallest N where memory is a + b / N: N = 2, or 2e with expert parallelism e (the
+    experts' N / e shards; below e they are not sharded at all). The solvers and their derivations read it."""
+    return layout.model_copy(update={"fsdp": 2 * layout.ep})
+
+
 def linear_in_inverse_n(model, recipe: Recipe, layout: Layout) -> tuple[float, float]:
     """(a, b) with memory(N) = a + b / N, read off the formulas at N = 2 and N = 4 (with expert
     parallelism e: at 2e and 4e, where the experts' N / e shards make them a + b / N too)."""
-    low = 2 * layout.ep
+    low = regime_layout(layout).fsdp
     m2 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": low})).memory_bytes
     m4 = evaluate_layout(model, recipe, layout.model_copy(update={"fsdp": 2 * low})).memory_bytes
     b = 2 * low * (m2 - m4)  # m2 - m4 = b/low - b/(2 low)
