@@ -10,12 +10,38 @@
 
 from __future__ import annotations
 
+from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 
 
 def _spec(model):
-    return load_model(model) if isinstance(model, str) else model
+    """A model: a built-in name, a spec file, or a spec object."""
+    from costmodel.specs.model import FFNStack, Transformer
+
+    if isinstance(model, str):
+        return load_model(model)
+    if not isinstance(model, (FFNStack, Transformer)):
+        raise CostModelError(f"model: give a built-in name, a spec file or a spec (got {type(model).__name__})")
+    return model
+
+
+def _device(hardware):
+    """A device: a shipped name, a spec file, a Hardware spec, or None."""
+    from costmodel.specs.hardware import Hardware
+
+    if hardware is None or isinstance(hardware, Hardware):
+        return hardware
+    if isinstance(hardware, str):
+        return load_hardware(hardware)
+    raise CostModelError(f"hardware: give a device name, a spec file or a Hardware spec (got {type(hardware).__name__})")
+
+
+def _layout(**fields) -> Layout:
+    """A validated Layout; a bad field is one CostModelError naming it, as the CLI names its flag."""
+    from costmodel.specs.load import validate
+
+    return validate(Layout, fields, "layout")
 
 
 def _framework(framework):
@@ -33,23 +59,23 @@ def memory(model, recipe: str | None = None, framework=None, **layout):
 
     frame = _framework(framework)
     name = recipe or (frame.recipe if frame is not None else None) or "cs336"
-    return evaluate_layout(_spec(model), load_recipe(name), Layout(**layout), framework=frame).heaviest
+    return evaluate_layout(_spec(model), load_recipe(name), _layout(**layout), framework=frame).heaviest
 
 
 def cost(model, recipe: str = "cs336", hardware=None, **layout):
     """Everything for one layout: ``.memory_bytes``, ``.flops``, ``.collectives``, ``.step`` (with a hardware)."""
     from costmodel.cost.evaluate import evaluate_layout
 
-    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    return evaluate_layout(_spec(model), load_recipe(recipe), Layout(**layout), device)
+    device = _device(hardware)
+    return evaluate_layout(_spec(model), load_recipe(recipe), _layout(**layout), device)
 
 
 def formula(model, recipe: str = "cs336", hardware=None, **layout):
     """The same, in letters: ``.cost`` holds expressions, ``.at(expr)`` evaluates one at the layout."""
     from costmodel.cost.symbolic import formula as build
 
-    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    return build(_spec(model), load_recipe(recipe), Layout(**layout), device)
+    device = _device(hardware)
+    return build(_spec(model), load_recipe(recipe), _layout(**layout), device)
 
 
 def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = None, recipe: str | None = None,
@@ -59,12 +85,16 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     from costmodel.solve.plan import plan as search
 
     spec, frame = _spec(model), _framework(framework)
-    device = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    device = _device(hardware)
     rec = load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
+    if (seq or getattr(spec, "seq_len", None)) is None:
+        raise CostModelError(f"{spec.name} has no sequence length: give seq=")
+    if not 0 <= headroom <= 0.9:
+        raise CostModelError(f"headroom = {headroom!r}: give a fraction of HBM from 0 to 0.9")
     result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq or spec.seq_len,
                     framework=frame, precision=precision, top=top, headroom=headroom)
     rows = [{**p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
-             "memory_bytes": p.memory_bytes, "bubble": p.bubble, "exposed_comm_s": p.exposed_comm_s}
+             "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble, "exposed_comm_s": p.exposed_comm_s}
             for p in result.best]
     try:
         import pandas
@@ -79,7 +109,7 @@ def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     from costmodel.inputs.numbers import memory_limit
 
     limit_bytes = memory_limit(limit, "limit")
-    return solve(_spec(model), load_recipe(recipe), Layout(**{"fsdp": 2, **layout}), limit_bytes)
+    return solve(_spec(model), load_recipe(recipe), _layout(**{"fsdp": 2, **layout}), limit_bytes)
 
 
 def batch_problem(model, hardware, *, fsdp=1, tp=1, mx=1, my=1, overlap="sum", pass_="forward",
@@ -87,12 +117,13 @@ def batch_problem(model, hardware, *, fsdp=1, tp=1, mx=1, my=1, overlap="sum", p
     """The compute-bound question with every constant explicit (overrides as given)."""
     from costmodel.solve.problem import batch_problem as build
 
-    return build(_spec(model), load_hardware(hardware), fsdp=fsdp, tp=tp, mx=mx, my=my, overlap=overlap,
+    return build(_spec(model), _device(hardware), fsdp=fsdp, tp=tp, mx=mx, my=my, overlap=overlap,
                  pass_=pass_, peak_flops=peak_flops, bandwidth=bandwidth)
 
 
 def solve_batch(model, hardware, **question):
-    """Smallest per-device and global batch with T_math >= T_comms."""
+    """Smallest per-device and global batch with T_math >= T_comms (``per_device_batch`` infinite where the
+    layout is never compute-bound; ``explain_batch`` refuses those)."""
     from costmodel.solve.batch import solve_batch as solve
 
     return solve(batch_problem(model, hardware, **question))
@@ -109,14 +140,16 @@ def explain_batch(model, hardware, **question):
     """The derivation of solve_batch as a Derivation (prints as text, renders in Jupyter)."""
     from costmodel.solve.explain import batch_derivation
 
-    return batch_derivation(solve_batch(model, hardware, **question), hardware)
+    from costmodel.solve.batch import require_compute_bound
+
+    return batch_derivation(require_compute_bound(batch_problem(model, hardware, **question)), _device(hardware).name)
 
 
 def explain_memory(model, recipe: str = "cs336", **layout):
     """The derivation of :func:`memory` (a Derivation)."""
     from costmodel.solve.explain import memory_derivation
 
-    return memory_derivation(_spec(model), load_recipe(recipe), Layout(**layout))
+    return memory_derivation(_spec(model), load_recipe(recipe), _layout(**layout))
 
 
 def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
@@ -124,15 +157,15 @@ def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
     from costmodel.solve.explain import fsdp_derivation
 
     answer = solve_fsdp(model, limit, recipe, **layout)
-    lay = Layout(**{"fsdp": 2, **layout})
-    return fsdp_derivation(_spec(model), load_recipe(recipe), lay, answer, f"limit {limit}")
+    lay = _layout(**{"fsdp": 2, **layout})
+    return fsdp_derivation(_spec(model), load_recipe(recipe), lay, answer, f"the limit given ({limit})")
 
 
 def what_if(model, hardware, torus=None, **question):
     """Question (d): ways to stay compute-bound at a smaller batch (rows with a stable ``key``)."""
     from costmodel.solve.whatif import what_if as rows
 
-    device = load_hardware(hardware)
+    device = _device(hardware)
     ici = device.level("ici") if device.kind == "tpu" else None
     dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
     return rows(batch_problem(model, hardware, **question), torus=torus,

@@ -181,12 +181,13 @@ def solve_batch_cmd(
     Example: cost4d solve batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --my 1
     """
     from costmodel.report import solve as report_solve
+    from costmodel.solve.batch import require_compute_bound
     from costmodel.solve.split import optimize_split as best_split, parse_slice
     from costmodel.solve.thresholds import single_strategy_thresholds
     from costmodel.solve.whatif import what_if as what_if_rows
 
     spec, device, problem = question
-    answer = _compute_bound(problem)
+    answer = require_compute_bound(problem)
     ici = device.level("ici") if device.kind == "tpu" else None
     if slice_ is not None and ici is None:
         raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
@@ -211,22 +212,12 @@ def explain_batch_cmd(
     question,
 ) -> None:
     """Derive `solve batch` step by step."""
+    from costmodel.solve.batch import require_compute_bound
     from costmodel.solve.explain import batch_derivation
 
     _check_format(fmt)
     spec, device, problem = question
-    _show(batch_derivation(_compute_bound(problem), device.name), fmt, as_json)
-
-
-def _compute_bound(problem):
-    """solve_batch's answer, or one line where the layout is never compute-bound (solve and explain alike)."""
-    from costmodel.solve.batch import solve_batch
-
-    answer = solve_batch(problem)
-    if not answer.compute_bound_ever:
-        raise CostModelError(f"TP degree Y = {problem.tp} is never compute-bound: Y must stay below M_Y F/alpha = "
-                             f"{problem.my * problem.d_ff / problem.alpha:,.1f}")
-    return answer
+    _show(batch_derivation(require_compute_bound(problem), device.name), fmt, as_json)
 
 
 @explain_app.command("fsdp")

@@ -9,6 +9,7 @@ FSDP across nodes: the GPU chapter's per-level roofline).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from costmodel.errors import CostModelError
@@ -102,9 +103,20 @@ def solve_batch(p: BatchProblem) -> BatchAnswer:
 def check_problem(p: BatchProblem) -> None:
     """One clear line for inputs the formulas cannot take."""
     for name in ("fsdp", "tp", "mx", "my", "d_model", "d_ff"):
-        if getattr(p, name) < 1:
-            raise CostModelError(f"{name} must be a positive integer (got {getattr(p, name)})")
+        value = getattr(p, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise CostModelError(f"{name} must be a positive integer (got {value!r})")
     for name, flag in (("peak_flops", "--peak-flops"), ("bandwidth", "--ici-bandwidth"), ("w_tp", "--ici-bandwidth")):
-        if not getattr(p, name) > 0:
-            raise CostModelError(f"{flag} must be positive (got {getattr(p, name)})")
+        value = getattr(p, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+            raise CostModelError(f"{flag} must be a positive finite number (got {value!r})")
+
+
+def require_compute_bound(p: BatchProblem) -> BatchAnswer:
+    """solve_batch's answer, or one line where the layout is never compute-bound (solve, explain, the api)."""
+    answer = solve_batch(p)
+    if not answer.compute_bound_ever:
+        raise CostModelError(f"TP degree Y = {p.tp} is never compute-bound: Y must stay below M_Y F/alpha_Y = "
+                             f"{p.my * p.d_ff / p.alpha_tp:,.1f}")
+    return answer
 
