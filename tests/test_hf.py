@@ -43,6 +43,10 @@ def test_llama3_8b_per_component():
     ("gpt-neox-20b.json", 20_554_567_680),  # two LayerNorms per layer, biases everywhere, untied
     ("falcon-7b.json", 6_921_720_704),  # one LayerNorm per layer, multi-query, no biases, tied
     ("falcon-40b.json", 41_303_293_952),  # new decoder architecture: ln_attn and ln_mlp, 8 KV heads
+    # old architecture without multi_query: query_key_value is 3 D wide whatever num_kv_heads (8) says
+    ("falcon-mha-kv8.json", 669_016_064),
+    # Qwen2-MoE builds its shared expert's D -> 1 gate even when that expert is 0 wide
+    ("qwen2-moe-no-shared.json", 2_766_161_920),
 ])
 def test_other_families(fixture, count):
     assert total_params(load_model(str(HF / fixture))) == count

@@ -109,8 +109,9 @@ def _falcon(data: dict, where: str) -> dict:
     _require(data, ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"), "falcon", where)
     _gelu(data, "activation", "gelu", where)
     hidden, heads, new = data["hidden_size"], data["num_attention_heads"], data.get("new_decoder_architecture") is True
-    # FalconAttention: num_kv_heads if new_decoder_architecture or not multi_query, else 1
-    kv_heads = (data.get("num_kv_heads") or heads) if new or data.get("multi_query", True) is not True else 1
+    # FalconAttention's query_key_value: (2 num_kv_heads + heads) d_h wide with new_decoder_architecture, else
+    # D + 2 d_h (multi_query: one KV head) or 3 D (every head its own K and V, whatever num_kv_heads says)
+    kv_heads = (data.get("num_kv_heads") or heads) if new else 1 if data.get("multi_query", True) is True else heads
     # FalconDecoderLayer: two norms (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2 (its default under the new
     # decoder architecture), else one input_layernorm; no parallel_attn: sequential
     norms = data.get("num_ln_in_parallel_attn") or (2 if new else 1)
@@ -140,8 +141,9 @@ def _moe(data: dict, kind: str, where: str) -> dict:
                     dense_layers=data.get("first_k_dense_replace", 0))
     dense = _dense_prefix(data, where)
     shared = data.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0
+    # Qwen2MoeSparseMoeBlock builds shared_expert_gate (D -> 1) whatever the shared expert's width, even 0
     return dict(experts=experts, top_k=top_k, expert_ffn_hidden=width, shared_ffn_hidden=shared,
-                shared_gate=bool(shared), dense_layers=dense)
+                shared_gate=kind == "qwen2_moe", dense_layers=dense)
 
 
 def _dense_prefix(data: dict, where: str) -> int:
