@@ -63,3 +63,15 @@ def test_specs_are_frozen():
     spec = FFNStack.model_validate(BUILTIN_MODELS["xxl"])
     with pytest.raises(ValidationError):
         spec.layers = 3
+
+
+def test_an_extension_with_another_capacity_drops_the_bases_usable_and_marketed_sizes(tmp_path):
+    """A 100 GB variant of h100-sxm keeps neither its usable 81,559 MiB nor its '80 GB' unless it says them."""
+    path = tmp_path / "my.toml"
+    path.write_text('extends = "h100-sxm"\nname = "my-h100"\n[hbm]\ncapacity_bytes = 100000000000\n')
+    spec = load_hardware(str(path))
+    assert (spec.hbm.capacity_bytes, spec.hbm.usable_bytes, spec.hbm.marketed_gb) == (10**11, None, None)
+    assert spec.hbm.bandwidth_bytes_per_s == load_hardware("h100-sxm").hbm.bandwidth_bytes_per_s
+    path.write_text('extends = "h100-sxm"\nname = "my-h100"\n[hbm]\ncapacity_bytes = 100000000000\n'
+                    'usable_bytes = 99000000000\n')
+    assert load_hardware(str(path)).hbm.usable_bytes == 99 * 10**9

@@ -139,7 +139,16 @@ def hardware_fields(path: Path, depth: int = 0) -> dict:
         raise CostModelError(f"{path}: extends must name a device or a spec file, found {shown(base, 40)}")
     if depth >= EXTENDS_DEPTH:
         raise CostModelError(f"{path}: extends goes more than {EXTENDS_DEPTH} deep (a loop?)")
-    return overlay(hardware_fields(_hardware_path(base, path.parent), depth + 1), data)
+    merged = overlay(hardware_fields(_hardware_path(base, path.parent), depth + 1), data)
+    hbm = data.get("hbm")
+    if isinstance(hbm, dict) and "capacity_bytes" in hbm:  # a new capacity: the base's sizes derived from its own are stale
+        merged["hbm"] = {k: v for k, v in merged["hbm"].items() if k in hbm or k not in STALE_WITH_CAPACITY}
+    return merged
+
+
+#: what a base device's HBM states about its own capacity: an extension that sets another capacity drops them
+#: unless it gives them too (a 100 GB variant of an 80 GB device keeps neither its usable 79.6 GiB nor its '80 GB')
+STALE_WITH_CAPACITY = ("usable_bytes", "marketed_gb")
 
 
 def overlay(base: dict, over: dict) -> dict:
