@@ -74,6 +74,8 @@ def test_shared_h100_logs_read_and_validate():
 @pytest.mark.parametrize("args, needles", [
     (["aws-p5-2node-allreduce.out"], ["no '# Rank' lines", "give --nodes and --gpus-per-node"]),
     (["aws-p5-2node-allreduce.out", "--nodes", "2"], ["give both --nodes and --gpus-per-node"]),
+    # no rank lines, but busbw / algbw = 1.875 = 2 (n - 1)/n says 16 ranks, not 24
+    (["aws-p5-2node-allreduce.out", "--nodes", "3", "--gpus-per-node", "8"], ["for n = 16", "not for the 24 ranks"]),
     (["dgxc-h100x8-allreduce.out", "--nodes", "2", "--gpus-per-node", "8"], ["lists 1 x 8 ranks", "2 x 8"]),
     (["dgxc-h100x8-allreduce.out", "--op", "gossip"], ["unknown collective 'gossip'"]),
 ])

@@ -181,9 +181,31 @@ def _world(section: "_Section", given: dict | None, previous: dict | None, path)
                                  f"--nodes/--gpus-per-node say {given['nodes']} x {given['gpus_per_node']}")
         return listed
     if given or previous:
-        return given or previous
+        world = given or previous
+        _check_bus_factor(section, world, path)
+        return world
     raise CostModelError(f"{path}: no '#  Rank' lines in the {section.collective} test (line {section.lineno}) "
                          "to tell the world size: give --nodes and --gpus-per-node")
+
+
+def _check_bus_factor(section: "_Section", world: dict, path) -> None:
+    """A world size given for a log without rank lines must match what its busbw / algbw says: nccl-tests
+    prints busbw = algbw x passes (n - 1)/n (formulas.comms.bus_factor), so the ratio names n. Rows under
+    1 GB/s are left out (two printed decimals make their ratio coarse)."""
+    from costmodel.formulas.comms import PASSES, bus_factor
+
+    ratios = sorted(r["busbw_bytes_per_s"] / r["algbw_bytes_per_s"] for r in section.rows
+                    if r.get("algbw_bytes_per_s", 0) >= 1e9 and r.get("busbw_bytes_per_s"))
+    if section.collective not in PASSES or not ratios:
+        return
+    ratio, n = ratios[len(ratios) // 2], world["world_size"]
+    expected = bus_factor(op=section.collective, group=n)
+    if abs(ratio - expected) > 0.01 * expected:
+        passes = PASSES[section.collective]
+        implied = passes / (passes - ratio) if ratio < passes else math.inf
+        raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has busbw / algbw = "
+                             f"{ratio:.4g}, {passes} (n - 1)/n for n = {implied:.3g}, not for the {n} ranks of "
+                             f"--nodes {world['nodes']} x --gpus-per-node {world['gpus_per_node']} ({expected:.4g})")
 
 
 def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: int | None) -> _Section:
