@@ -122,13 +122,30 @@ def collect_total(components: dict):
 
 def text(expr) -> str:
     """A formula as a person writes it in plain text: 'alpha = C/W' (not Eq(alpha, C/W)), positive terms
-    first ('M_max - A', not '-A + M_max'); still readable by sympy's parser."""
+    first ('M_max - A', not '-A + M_max'), '(x if c else y)', 'L mod p', 'min(a, b)'; without conditions or
+    mod it is still readable by sympy's parser."""
     return _Text().doprint(expr)
 
 
 class _Text(sp.printing.str.StrPrinter):
+    """sympy's str printer with ordinary notation: 'a = b', '(x if c else y)', 'L mod p', 'min(a, b)'."""
+
     def _print_Equality(self, expr):
         return f"{self._print(expr.lhs)} = {self._print(expr.rhs)}"
+
+    def _print_Piecewise(self, expr):
+        parts = [self._print(value) if cond is sp.true else f"{self._print(value)} if {self._print(cond)}"
+                 for value, cond in expr.args]
+        return "(" + " else ".join(parts) + ")"
+
+    def _print_Mod(self, expr):
+        return f"({self._print(expr.args[0])} mod {self._print(expr.args[1])})"
+
+    def _print_Min(self, expr):
+        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Max(self, expr):
+        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
 
     def _print_Add(self, expr, order=None):
         terms = sorted(expr.as_ordered_terms(), key=lambda term: term.could_extract_minus_sign())
