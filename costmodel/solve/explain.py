@@ -170,9 +170,10 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     if fmt == "latex":
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
         for s in steps:
-            body = f"$ {sp.latex(s.formula)} $" if s.formula is not None else ""
+            body = f": $ {sp.latex(s.formula)} $" if s.formula is not None else ""
             parts = [_latex_text(part) for part in (s.title, s.values, s.result)]
-            lines.append(rf"  \item {parts[0]}: {body} {parts[1]} \quad \textbf{{{parts[2]}}}".rstrip())
+            result = rf" \quad \textbf{{{parts[2]}}}" if s.result else ""
+            lines.append(rf"  \item {parts[0]}{body} {parts[1]}{result}".rstrip())
         lines.append(r"\end{enumerate}")
         lines.append(r"Conventions: " + "; ".join(_latex_text(c) for c in conventions) + ".")
         return "\n".join(lines)
@@ -180,7 +181,7 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     lines.append(f"## {title}" if md else title)
     for i, s in enumerate(steps, 1):
         formula = "" if s.formula is None else (f"${sp.latex(s.formula)}$" if md else text(s.formula))
-        lines.append(f"{i}. {s.title}: {formula}")
+        lines.append(f"{i}. {s.title}" + (f": {formula}" if formula else ""))
         if s.values:
             lines.append(f"   {s.values}")
         if s.result:
