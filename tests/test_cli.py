@@ -306,3 +306,19 @@ def test_step_says_whether_the_layout_fits_and_prints_tiny_times():
 def test_a_notebook_goes_to_an_ipynb_file(tmp_path):
     result = runner.invoke(app, ["homework", "xxl", "--format", "ipynb", "--out", str(tmp_path / "x.txt")])
     assert ".ipynb" in str(result.exception) and not (tmp_path / "x.txt").exists()  # main() turns it into exit 2
+
+
+@pytest.mark.parametrize("args", [
+    ["solve", "fsdp", "--model", "xxl", "--limit", "95GB"],
+    ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2"],
+    ["step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tp", "8", "--tokens", "8192"],
+    ["comm", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tokens", "4096"],
+])
+def test_the_other_numeric_commands_import_no_heavy_library(args):
+    """Issue 14's numeric commands beside memory: no sympy, numpy, torch or matplotlib (solve batch once imported
+    sympy through the derivations' module for one sentence)."""
+    code = ("import sys\nimport costmodel.cli\n"
+            f"try:\n    costmodel.cli.main({args!r})\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(repr(sorted(m for m in ('sympy', 'numpy', 'torch', 'matplotlib') if m in sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"

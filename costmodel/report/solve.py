@@ -42,7 +42,7 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
               + (f", TP at W_Y = {p.w_tp:.4g} B/s (alpha_Y = {p.alpha_tp:,.1f})" if p.tp_bandwidth is not None else "")
               + "; "
               f"pass {p.pass_}, overlap {p.overlap}")
-    from costmodel.solve.explain import MLP_ONLY
+    from costmodel.solve.batch import MLP_ONLY
 
     if not (getattr(model, "kind", "") == "ffn" and not getattr(model, "gated", False)):
         out.print(f"Model: {MLP_ONLY} (D = {p.d_model:,}, F = {p.d_ff:,})")

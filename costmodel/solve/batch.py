@@ -16,6 +16,11 @@ from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
 
 
+#: what solve/explain batch price (the Scaling Book's training chapter): said wherever they answer
+MLP_ONLY = ("a layer is its MLP's two D x F matmuls (the Scaling Book's model): attention, a gated MLP's third "
+            "matrix and a mixture's other experts are not in it")
+
+
 @dataclass(frozen=True)
 class BatchProblem:
     """The inputs of the compute-bound question, every hardware constant explicit."""

@@ -220,15 +220,12 @@ def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivat
     return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
 
 
-#: what solve/explain batch price (the Scaling Book's training chapter): said wherever they answer
-MLP_ONLY = ("a layer is its MLP's two D x F matmuls (the Scaling Book's model): attention, a gated MLP's third "
-            "matrix and a mixture's other experts are not in it")
-
-
 def batch_derivation(answer, device_name: str) -> Derivation:
     """`cost4d solve batch`, derived, with the conventions it used."""
     p = answer.problem
     sum_or_max = "T_FSDP + T_TP" if p.overlap == "sum" else "max(T_FSDP, T_TP)"
+    from costmodel.solve.batch import MLP_ONLY
+
     conventions = [MLP_ONLY, f"overlap '{p.overlap}': T_comms = {sum_or_max}", f"pass '{p.pass_}'",
                    "bf16 weights and activations on the wire (2 bytes)",
                    "the (n-1)/n ring factor is dropped, as in the Scaling Book",
