@@ -3,7 +3,8 @@
 The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
 replicas x shards; for MoE models the expert-parallel degree within it; on a TPU the torus axes the
 data and TP axes span, M_X and M_Y), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
-schedule (1F1B, interleaved with 2 or 4 chunks) and the CP kind (ring, all-to-all). Structure (ZeRO stage, recompute, schedule) is a Python value in the aggregator, so each
+schedule (1F1B, interleaved with 2 or 4 chunks), the CP kind (ring, all-to-all) and TP with or without sequence
+parallelism. Structure (ZeRO stage, recompute, schedule, CP kind, SP) is a Python value in the aggregator, so each
 combination of it is one group; within a group every layout is one element of numpy arrays and the
 whole group goes through :func:`costmodel.cost.evaluate.evaluate` once: the same wiring `memory` and
 `step` use for one layout, so a reported layout's numbers equal theirs. Layouts are pruned by the
@@ -27,6 +28,9 @@ ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,)}
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
 CP_KINDS = ("ring", "a2a")
+#: TP with sequence parallelism (less memory, elementwise work split) and without (one all-reduce where SP has an
+#: all-gather and a reduce-scatter: NCCL's NVLS all-reduce can be the faster)
+SEQUENCE_PARALLEL = (True, False)
 MICROBATCH_SEQUENCES = (1, 2, 4, 8, 16)
 CONTEXT = (1, 2, 4, 8)
 
@@ -151,8 +155,11 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
-    for zero, recompute, (schedule, chunks), cp_kind in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS):
+    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS,
+                                                                              SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
+        if not sp:
+            keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
             keep = (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
@@ -167,7 +174,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         point = Point(tp=tp[idx], pp=pp[idx], cp=cp[idx], dp=dp[idx], fsdp=fsdp[idx], ep=ep[idx], mx=mx[idx], my=my[idx],
                       tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
-                      chunks=np.full(len(idx), chunks), zero=zero, sp=True, recompute=recompute,
+                      chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even")
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
@@ -184,7 +191,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         for i in ok[np.lexsort((memory[ok], seconds[ok]))][:top]:  # this group's best; the merge keeps the top
             j = idx[i]
             found.append((float(seconds[i]), float(memory[i]), dict(
-                tp=int(tp[j]), sp=bool(tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
+                tp=int(tp[j]), sp=bool(sp and tp[j] > 1), pp=int(pp[j]), cp=int(cp[j]), dp=int(dp[j]), fsdp=int(fsdp[j]),
                 ep=int(ep[j]), **({"mx": int(mx[j]), "my": int(my[j])} if hardware.kind == "tpu" else {}),
                 zero=zero, tokens=int(mbs[j] * seq), seq=seq, recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
