@@ -41,7 +41,7 @@ class Derivation:
 
         return {"title": self.title, "conventions": list(self.conventions),
                 "steps": [{"title": s.title, "formula": None if s.formula is None else text(s.formula),
-                           "latex": None if s.formula is None else sp.latex(s.formula), "values": s.values,
+                           "latex": None if s.formula is None else _latex(s.formula), "values": s.values,
                            "result": s.result} for s in self.steps]}
 
     def _repr_markdown_(self) -> str:
@@ -162,6 +162,13 @@ def _latex_text(text: str) -> str:
     return "".join(_LATEX.get(char, char) for char in text)
 
 
+def _latex(expr) -> str:
+    """LaTeX of a step's formula; a lower-case name of words (master_weights) is text, not a subscript."""
+    names = {sym: r"\text{" + sym.name.replace("_", " ") + "}" for sym in getattr(expr, "free_symbols", ())
+             if "_" in sym.name and sym.name.islower()}
+    return sp.latex(expr, symbol_names=names)
+
+
 def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
     """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
     from costmodel.cost.symbolic import text
@@ -170,7 +177,7 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     if fmt == "latex":
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
         for s in steps:
-            body = f": $ {sp.latex(s.formula)} $" if s.formula is not None else ""
+            body = f": $ {_latex(s.formula)} $" if s.formula is not None else ""
             parts = [_latex_text(part) for part in (s.title, s.values, s.result)]
             result = rf" \quad \textbf{{{parts[2]}}}" if s.result else ""
             lines.append(rf"  \item {parts[0]}{body} {parts[1]}{result}".rstrip())
@@ -180,7 +187,7 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     md = fmt == "markdown"
     lines.append(f"## {title}" if md else title)
     for i, s in enumerate(steps, 1):
-        formula = "" if s.formula is None else (f"${sp.latex(s.formula)}$" if md else text(s.formula))
+        formula = "" if s.formula is None else (f"${_latex(s.formula)}$" if md else text(s.formula))
         lines.append(f"{i}. {s.title}" + (f": {formula}" if formula else ""))
         if s.values:
             lines.append(f"   {s.values}")
