@@ -192,3 +192,13 @@ def test_arrays_see_the_heaviest_stage_past_dense_first_layers():
     arrays = evaluate(Shape.of(spec), rec, Point(**columns, zero=1, recompute="full", split="even"), h200,
                       framework=frame)
     assert list(np.asarray(arrays.memory_bytes)) == pytest.approx(scalar, rel=1e-12)
+
+
+def test_tpu_search_keeps_to_what_the_torus_axes_hold():
+    """v5p's largest slice is 16 x 20 x 28: a 64-way data axis cannot lie along one torus axis (M_X = 1)."""
+    from costmodel.solve.plan import _torus_reach
+
+    v5p = load_hardware("tpu-v5p")
+    assert max(data for data, _ in _torus_reach(v5p, 1, 1)) == 28
+    result = plan(load_model("llama3-8b"), load_recipe("cs336"), v5p, devices=64, global_tokens=2**20, seq=8192, top=20)
+    assert all(p.layout["mx"] > 1 for p in result.best if p.layout["dp"] * p.layout["fsdp"] > 28)

@@ -15,6 +15,7 @@ ranked by predicted tokens/s (ties: more memory headroom).
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -114,9 +115,25 @@ def _with_torus_axes(rows, hardware):
             keep &= rows[:, 3] * rows[:, 4] >= 2**mx
         if my > 1:  # likewise the TP axis
             keep &= rows[:, 0] >= 2**my
+        reach = _torus_reach(hardware, mx, my)
+        if reach:  # and no more chips than its torus axes hold (v5p: one axis holds at most 28)
+            data, tp = rows[:, 3] * rows[:, 4], rows[:, 0]
+            keep &= np.logical_or.reduce([(data <= rx) & (tp <= ry) for rx, ry in reach])
         chosen = rows[keep]
         out.append(np.column_stack([chosen, np.full(len(chosen), mx), np.full(len(chosen), my)]))
     return np.concatenate(out)
+
+
+def _torus_reach(hardware, mx: int, my: int) -> list[tuple[int, int]]:
+    """(most chips the data axis, most the TP axis) can hold on M_X and M_Y disjoint axes of the largest slice
+    (the ICI level's max_shape), for each way to give them axes; [] without a max_shape or on a GPU."""
+    ici = hardware.level("ici") if hardware.kind == "tpu" else None
+    shape = list(ici.max_shape or []) if ici is not None else []
+    if not shape or mx + my > len(shape):
+        return []
+    return sorted({(math.prod(shape[i] for i in data), math.prod(shape[i] for i in tp))
+                   for data in itertools.combinations(range(len(shape)), mx)
+                   for tp in itertools.combinations([i for i in range(len(shape)) if i not in data], my)})
 
 
 def _expert_degrees(experts: int, data: int) -> list[int]:
