@@ -187,12 +187,13 @@ def test_torchrun_runs_the_worker_with_the_same_arguments(tmp_path):
 @slow
 @pytest.mark.skipif(_cuda(), reason="this torch sees a CUDA device")
 def test_a_failed_run_says_why(tmp_path):
-    """NCCL on a machine without CUDA, past the command's own checks: each rank's one line, the reason kept."""
+    """NCCL on a machine without CUDA, past the command's own checks: a rank's one line, the reason kept."""
     doc = launch(nproc=2, ops=["all-reduce"], min_bytes=1024, max_bytes=4096, factor=2, warmup=1, iters=1,
                  dtype="float32", backend="nccl", out=tmp_path / "f.json", timeout=240)
     assert doc["status"] == "failed" and doc["reason"].startswith("rank ") and "cuda" in doc["reason"].lower()
     ranks = [line for line in doc["error"].splitlines() if line.startswith("error: rank ")]
-    assert len(ranks) == 2 and all("cuda" in line.lower() for line in ranks)  # each rank's one line in the log
+    # each rank that got to fail wrote its one line; torchrun may stop the second before it does (a race)
+    assert 1 <= len(ranks) <= 2 and all("cuda" in line.lower() for line in ranks)
     assert json.loads((tmp_path / "f.json").read_text())["reason"] == doc["reason"]
 
 
