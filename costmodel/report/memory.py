@@ -30,6 +30,10 @@ OVERHEAD_LABELS = {
 }
 
 
+#: a verdict (verdict()) as the output words it
+VERDICTS = {"fits": "fits", "tight": "may not fit", "oom": "does NOT fit"}
+
+
 def needed(cost) -> float:
     """What the heaviest stage needs of the device: reserved peak plus what lives outside the allocator."""
     outside = cost.framework.outside_allocator_bytes if cost.framework is not None else 0
@@ -135,7 +139,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     for r in worth:
         out.print(f"  = {r.ratio:.2f} -> {r.devices} x {literal(hardware.name)} at {r.label}")
     if fits:
-        verdict = {"fits": "fits", "oom": "does NOT fit", "tight": "may not fit"}[data["fits"]["verdict"]]
+        verdict = VERDICTS[data["fits"]["verdict"]]
         outside = data["outside_allocator_bytes"]
         extra = f" (reserved + {format_bytes(outside, units)} outside the allocator)" if outside else ""
         band = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.report.common import console, emit_json, layout_text, table
+from costmodel.report.memory import VERDICTS
 from costmodel.report.tables import literal
 
 
@@ -44,7 +45,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">bubble",
               ">exposed s", "layout")
     for row in data["layouts"]:
-        memory = ({"fits": "fits", "tight": "may not fit", "oom": "OOM"}[row["memory_verdict"]]
+        memory = (VERDICTS[row["memory_verdict"]]
                   + (" (step)" if row["peak_phase"] == "optimizer step" else "")) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
                   f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", f"{row['bubble_fraction']:.1%}",

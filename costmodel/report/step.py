@@ -100,9 +100,9 @@ def _memory_line(out, cost, hardware) -> None:
     """Whether the layout fits the device, as `cost4d memory --hardware` judges it: the time of a layout that
     does not fit is no answer."""
     from costmodel.cost.capacity import capacity_bytes
-    from costmodel.report.memory import needed, verdict
+    from costmodel.report.memory import VERDICTS, needed, verdict
 
     capacity, need = capacity_bytes(hardware), needed(cost)
-    judged = {"fits": "fits", "tight": "may not fit", "oom": "DOES NOT FIT"}[verdict(cost, capacity)]
+    judged = VERDICTS[verdict(cost, capacity)]
     out.print(f"Memory: {need / 1e9:,.2f} GB per device of {literal(hardware.name)}'s {capacity / 1e9:,.2f} GB: "
               f"{judged} (`cost4d memory` with the same flags itemises it)")
