@@ -21,16 +21,20 @@ def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
     """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line."""
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
-    reader = csv.DictReader(io.StringIO(read_text(path, "matmul table", LOG_LIMIT)))
-    missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
+    reader = csv.reader(io.StringIO(read_text(path, "matmul table", LOG_LIMIT)))
+    header = next(reader, [])
+    missing = [c for c in _COLUMNS if c not in header]
     if missing:
         raise CostModelError(f"{path}: the matmul table has no column {missing[0]!r} (needs {', '.join(_COLUMNS)})")
+    at = {c: header.index(c) for c in _COLUMNS}
     rows = []
-    for line, row in enumerate(reader, 2):
-        if None in row.values() or None in row:
-            raise CostModelError(f"{path}:{line}: expected {len(reader.fieldnames)} columns as in the header")
-        if row["dtype"] == dtype and row["b"] == "1":
-            rows.append(_row(row, path, line))
+    for line, cells in enumerate(reader, 2):  # csv.reader, not DictReader: this runs on every `step`'s start-up
+        if not cells:  # a blank line, skipped as DictReader does
+            continue
+        if len(cells) != len(header):
+            raise CostModelError(f"{path}:{line}: expected {len(header)} columns as in the header")
+        if cells[at["dtype"]] == dtype and cells[at["b"]] == "1":
+            rows.append(_row({c: cells[i] for c, i in at.items()}, path, line))
     if not rows:
         raise CostModelError(f"{path}: no batch-1 {dtype} rows")
     return tuple(rows)
