@@ -165,12 +165,15 @@ def check_group(group: Group, layouts: list[Layout]) -> int:
 
 
 def _letter_values(layout: Layout, lettered, step) -> dict:
-    """Letter -> value at this layout: the group's letters, this layout's degrees, its matmul efficiency."""
+    """Letter -> value at this layout: the group's letters, this layout's degrees, its matmul efficiency and
+    attention kernel rates (table look-ups, letters in the formula)."""
     by_name = {str(s): s for s in lettered.values}
     out = dict(lettered.values)
     out.update({by_name[LETTERS[f]]: v for f, v in Point.of(layout).values().items() if LETTERS[f] in by_name})
     if "e_mm" in by_name:
         out[by_name["e_mm"]] = step.matmul_efficiency
+    for letter, rate in zip(("R_fwd", "R_bwd"), step.attention_rates or ()):  # flash attention's measured rates
+        out[by_name[letter]] = rate
     return out
 
 

@@ -107,6 +107,14 @@ def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
     shipped = [module.predicted(c, h100) / c.measured_s - 1 for c in module.cases()
                if not c.skipped and c.precision == "bf16"]
     assert statistics.median(abs(e) for e in shipped) == report["in_sample"]
+    gemm = h100.model_copy(update={"step_model": sm.model_copy(update={"attention_table": None,
+                                                                        "attention_kernel": None})})
+    before = module.fit_report(module.cases(), gemm)  # attention at the GEMM efficiency, full s x s
+    said = re.search(r"\(`--attention-kernel gemm`, the model before\) fits as well in-sample \(([\d.]+)%\) but "
+                     r"transfers worse: ([\d.]+)% to ([\d.]+)% per left-out workload", readme)
+    held_before = [error for _, error in before["held_out"].values()]
+    assert [float(x) for x in said.groups()] == [round(100 * before["in_sample"], 1), round(100 * min(held_before), 1),
+                                                  round(100 * max(held_before), 1)]
     fp8 = module.fit_report(module.cases(), h100, "fp8")
     assert (sm.fp8_efficiency, (sm.fp8_error_low, sm.fp8_error_high)) == (fp8["fraction"], fp8["band"])
     said = re.search(r"`fp8_efficiency` \*\*([\d.]+)\*\*.*?([\d.]+)% median \|error\| in-sample, but leaving a "

@@ -62,9 +62,10 @@ def test_step_is_the_larger_of_kernels_and_floor_pipelined_plus_unoverlapped_dat
 def test_small_tp_micro_batches_hit_the_floor_and_large_ones_do_not():
     small = _cost(Layout(tp=8, sp=True, dp=2, zero=3, tokens=4096, grad_accum=128)).step
     large = _cost(Layout(tp=8, sp=True, dp=2, zero=3, tokens=16 * 4096, grad_accum=8)).step
-    assert small.framework_s + small.matmul_s + small.elementwise_s + small.tp_exposed_s == pytest.approx(
-        small.host_floor_s, rel=1e-12)
-    assert large.host_floor_s < T.kernel_factor * (large.matmul_s + large.elementwise_s + large.tp_exposed_s)
+    assert small.framework_s + small.matmul_s + small.attention_s + small.elementwise_s + small.tp_exposed_s == \
+        pytest.approx(small.host_floor_s, rel=1e-12)
+    assert large.host_floor_s < T.kernel_factor * (large.matmul_s + large.attention_s + large.elementwise_s
+                                                   + large.tp_exposed_s)
 
 
 def test_step_json_has_the_framework_part_and_its_band():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -36,6 +36,11 @@ def step(
     attention_flops: Annotated[str, typer.Option(
         metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
         "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",
+    attention_kernel: Annotated[Optional[str], typer.Option(
+        metavar="cudnn|fa2|fa3|gemm", help="Flash attention's kernel, timed at its measured rate by head dim and "
+        "sequence where the device ships a table (h100-sxm, h200: the FlashAttention-3 paper's H100 figures): "
+        "cudnn (Transformer Engine, NeMo/Megatron), fa2 (flash-attn 2, PyTorch SDPA), fa3; gemm: attention's "
+        "FLOPs over the full s x s at the GEMM efficiency. Default: the framework's, else the device's.")] = None,
     as_json: o.JsonOpt = False,
     *,
     layout,
@@ -55,7 +60,7 @@ def step(
         raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
 
     cost, device = step_cost(model, hardware, recipe, framework, layout, overlap=overlap, precision=precision,
-                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap)
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, attention_kernel=attention_kernel)
     report(cost, device, as_json=as_json, convention=attention_flops)
 
 

@@ -89,8 +89,9 @@ def _collective(row):
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
              seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
-             p2p_overlap: str = "none") -> Cost:
-    """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model)."""
+             p2p_overlap: str = "none", attention_kernel: str | None = None) -> Cost:
+    """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model); attention's
+    kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
     valid = True
@@ -109,11 +110,13 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
+            from costmodel.cost.attention import attention_kernel as kernel_of
             from costmodel.cost.step import step_time  # time only: memory and comm skip the import
 
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
-                             framework_time=framework.time_on(hardware) if framework is not None else None)
+                             framework_time=framework.time_on(hardware) if framework is not None else None,
+                             attention_kernel=kernel_of(hardware, framework, attention_kernel))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

@@ -20,6 +20,7 @@ class StepFlops:
     padding_per_token: object = 0  # MoE capacity padding (fwd + bwd): hardware FLOPs, not model FLOPs
     straggler_per_token: object = 0  # the busiest EP rank's routed work beyond the even share (time, not FLOPs)
     routed_per_token: object = 0  # of the model FLOPs, the routed experts' (fwd + bwd)
+    attention_recompute_per_token: object = 0  # of recompute_per_token, attention's Q K^T and A V run again
 
     @property
     def routed_hardware_per_token(self):
@@ -71,11 +72,7 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     recomputation of math attention the product with V, whose output the output projection saved, is not
     rerun either (2 s a d_v fewer; flash attention reruns its one kernel whole; tests/test_torch_autocast.py). Reentrant (and Megatron's recompute) reruns all."""
     if point.recompute == "selective":
-        core = shape.attention_score_flops_per_token(seq_len)
-        if point.checkpoint == "non-reentrant" and shape.attention and not point.flash:  # flash: one kernel reruns
-            core = core - fl.attention_value_flops_per_token(seq_len=shape.seq_len if seq_len is None else seq_len,
-                                                             heads=shape.heads, v_head_dim=shape.value_dim)
-        return shape.layers * core
+        return attention_recompute_flops_per_token(shape, point, seq_len)
     layer = shape.layer_forward_flops_per_token(seq_len)
     if point.checkpoint == "non-reentrant":
         layer = layer - 2 * shape.mlp_width * shape.width
@@ -91,7 +88,23 @@ def step_flops(shape, point, seq_len=None) -> StepFlops:
                      attention_per_token=3 * shape.layers * shape.attention_score_flops_per_token(seq_len),
                      padding_per_token=3 * shape.padding_flops_per_token(),
                      straggler_per_token=straggler_flops_per_token(shape, point),
-                     routed_per_token=3 * shape.routed_flops_per_token())
+                     routed_per_token=3 * shape.routed_flops_per_token(),
+                     attention_recompute_per_token=attention_recompute_flops_per_token(shape, point, seq_len))
+
+
+def attention_recompute_flops_per_token(shape, point, seq_len=None):
+    """Of :func:`recompute_flops_per_token`, the attention core's (Q K^T and A V over the full s x s): every
+    layer's under selective recomputation, the recomputed layers' under full (flash attention reruns its
+    one kernel whole; math attention under non-reentrant selective recomputation skips A V, as there)."""
+    if point.recompute == "none" or not shape.attention:
+        return 0
+    core = shape.attention_score_flops_per_token(seq_len)
+    if point.recompute == "selective":
+        if point.checkpoint == "non-reentrant" and not point.flash:
+            core = core - fl.attention_value_flops_per_token(seq_len=shape.seq_len if seq_len is None else seq_len,
+                                                             heads=shape.heads, v_head_dim=shape.value_dim)
+        return shape.layers * core
+    return recomputed_layers(shape.layers, point) * core
 
 
 def straggler_flops_per_token(shape, point):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost import network
+from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.errors import CostModelError
@@ -52,20 +53,24 @@ class StepTime:
     expert_efficiency: object = None  # the routed experts' matmuls (MoE models)
     framework_s: object = 0  # the framework's slower kernels or host-bound floor, beyond the critical path
     host_floor_s: object = 0  # the framework's host-bound floor of the slowest stage over the step
+    attention_s: object = 0  # flash attention's kernels at their measured rate (0: attention is in matmul_s)
+    attention_kernel: str | None = None  # the kernel attention_s is timed with (None: the GEMM efficiency)
+    attention_rates: tuple | None = None  # (forward, backward) FLOP/s of that kernel at this head dim and length
 
     @property
     def modelled_critical_s(self):
         """The critical path of one stage as the hardware model times it (compute, exposed TP, CP, EP and
         pipeline traffic), before a framework's time and the bubble."""
-        return self.matmul_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s + self.p2p_exposed_s
+        return (self.matmul_s + self.attention_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s
+                + self.p2p_exposed_s)
 
     @property
     def critical_parts(self) -> dict:
         """The step as parts that sum to it: compute, exposed communication, the bubble's share of the
         pipelined critical path, and the exposed data-axis traffic."""
         critical = self.modelled_critical_s + self.framework_s
-        return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_exposed_s": self.tp_exposed_s,
-                "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
+        return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "elementwise_s": self.elementwise_s,
+                "tp_exposed_s": self.tp_exposed_s, "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
                 "framework_s": self.framework_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
                 "data_exposed_s": self.data_exposed_s}
@@ -93,7 +98,8 @@ class StepTime:
 
     @property
     def parts(self) -> dict:
-        return {"matmul_s": self.matmul_s, "elementwise_s": self.elementwise_s, "tp_s": self.tp_s,
+        return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "elementwise_s": self.elementwise_s,
+                "tp_s": self.tp_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "framework_s": self.framework_s,
                 "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s}
 
@@ -183,11 +189,12 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
-              p2p_overlap: str = "none", framework_time=None) -> StepTime:
+              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
-    unoverlapped data-axis traffic (:func:`host_floor`)."""
+    unoverlapped data-axis traffic (:func:`host_floor`); with an ``attention_kernel`` of the hardware's
+    attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs."""
     for flag, value in (("--overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
         if value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
@@ -209,8 +216,18 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         share, most_layers = slowest_stage(shape, stages)
         imbalance = share * point.pp
     attention = flops.attention_per_token * global_tokens
-    matmul = matmul_seconds((busiest - routed) * imbalance / devices, attention * imbalance / devices,
-                            hardware=hardware, efficiency=efficiency, precision=precision)
+    kernel = attention_kernel if shape.attention and point.flash else None
+    attention_s, rates = 0, None
+    if kernel is None:  # attention's FLOPs (full s x s) at the GEMM efficiency
+        matmul = matmul_seconds((busiest - routed) * imbalance / devices, attention * imbalance / devices,
+                                hardware=hardware, efficiency=efficiency, precision=precision)
+    else:  # attention's kernels at their measured rate; the GEMMs without them
+        rerun = flops.attention_recompute_per_token * global_tokens
+        matmul = matmul_seconds((busiest - routed - attention - rerun) * imbalance / devices, 0,
+                                hardware=hardware, efficiency=efficiency, precision=precision)
+        attention_s, rates = attention_seconds(shape, point, hardware, kernel, forward_flops=attention / 3 * imbalance
+                                        / devices, rerun=flops.attention_recompute_per_token * 3
+                                        / flops.attention_per_token)
     expert_efficiency = expert_matmul_efficiency(shape, point, hardware) if shape.moe else None
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
@@ -230,9 +247,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     # TP collectives overlapped with the matmuls they feed (async TP, Transformer Engine userbuffers);
     # pipeline sends with the next micro-batch's compute; else on the critical path (Megatron's default)
     tp_exposed = fs.exposed_seconds(comm=by_axis["tp"], hidden_behind=matmul, overlap=tp_overlap)
-    p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=matmul + elementwise, overlap=p2p_overlap)
-    critical = matmul + elementwise + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
-    backward_compute = (matmul + elementwise) * 2 / 3  # backward is 2 of the 3 matmul passes
+    compute = matmul + attention_s + elementwise
+    p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=compute, overlap=p2p_overlap)
+    critical = compute + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
+    backward_compute = compute * 2 / 3  # backward is 2 of the 3 matmul passes
     # FSDP gathers and reduces every micro-batch, behind each one's backward. DDP and ZeRO-1/2 reduce once
     # per step, as the last micro-batch's backward makes the gradients final (Megatron's overlap_grad_reduce):
     # without a pipeline only that backward hides it; with one, each stage's reduction also runs under the
@@ -251,7 +269,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency, extra, floor)
+                    expert_efficiency, extra, floor, attention_s, kernel, rates)
 
 
 def host_floor(ft, hardware, point, layers):

@@ -29,6 +29,8 @@ MEANINGS = {
     "r_q": "MLA query latent width", "r_kv": "MLA key/value latent width", "d_r": "MLA rotary query/key width per head",
     "d_v": "MLA value width per head", "e_mm": "matmul efficiency (measured table at this shape)",
     "e_e": "routed experts' matmul efficiency (measured table at an expert's shape)",
+    "R_fwd": "flash attention's forward FLOP/s (measured table at this head dim and length, causal)",
+    "R_bwd": "flash attention's backward FLOP/s (measured table at this head dim and length, causal)",
     "P": "parameters on this device before data-axis sharding",
     "P_e": "of P, routed experts' (sharded over N / min(E_p, N) expert shards)",
     "P_c": "of P, the matmul weights whose autocast copy is saved (no norms or biases; none of a recomputed layer)",
@@ -56,7 +58,7 @@ class Formula:
 
 def symbol(name: str):
     """The symbol of a letter, with the assumptions the shape and point give it."""
-    if name in ("e_mm", "e_e"):
+    if name in ("e_mm", "e_e", "R_fwd", "R_bwd"):
         return sp.Symbol(name, positive=True)
     return letter(name)
 
@@ -72,6 +74,8 @@ def formula(model, recipe, layout, hardware=None, **options) -> Formula:
         values[symbol("e_mm")] = numeric.step.matmul_efficiency
         if isinstance(cost.step.expert_efficiency, sp.Basic):
             values[symbol("e_e")] = numeric.step.expert_efficiency
+        for name, rate in zip(("R_fwd", "R_bwd"), numeric.step.attention_rates or ()):
+            values[symbol(name)] = rate
     return Formula(cost, values)
 
 

@@ -146,3 +146,15 @@ def matmul_intensity(*, rows, cols, depth, element_bytes):
     - one element size b for all three.
     """
     return 2 * rows * cols * depth / (element_bytes * (rows * depth + depth * cols + rows * cols))
+
+
+def flash_attention_hbm_bytes_per_token(*, heads, kv_heads, head_dim, element_bytes, rerun=0):
+    """Bytes flash attention moves over HBM per token and layer, each operand read and each result written
+    once per pass (a lower bound: the kernel streams K and V once per query tile): forward reads Q, K, V and
+    writes O, ``(2 a + 2 k) d``; backward reads Q, K, V, O, dO and writes dQ, dK, dV, ``(4 a + 4 k) d``; a
+    rerun forward (recomputation, ``rerun`` of them) moves the forward's again. Source: the kernels'
+    signatures (Dao 2023, arXiv:2307.08691, Algorithms 1-2; the log-sum-exp rows, a per query head, left out).
+    """
+    forward = (2 * heads + 2 * kv_heads) * head_dim
+    return element_bytes * (forward * (1 + rerun) + (4 * heads + 4 * kv_heads) * head_dim)
+

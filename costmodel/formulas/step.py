@@ -10,6 +10,20 @@ def matmul_seconds(*, flops, peak_flops, efficiency):
     return flops / (peak_flops * efficiency)
 
 
+def attention_kernel_seconds(*, forward_flops, rerun, masked, rate_fwd, rate_bwd, sustained):
+    """Flash attention's kernels: ``forward_flops`` the Q K^T and A V of one forward over the full s x s,
+    ``masked`` the fraction a mask leaves (1/2 causal), ``rerun`` the forwards recomputation adds (0..1 of
+    them). Backward does 2.5 x the forward's work (five matmuls, the scores recomputed), each pass at its
+    measured rate x the fraction a step sustains:
+
+        T = F m (1 + r) / (R_fwd s) + 2.5 F m / (R_bwd s)
+
+    Source: the FlashAttention benchmarks' FLOP convention (Dao-AILab/flash-attention, benchmarks/
+    benchmark_flash_attention.py ``flops``), which the measured rates are quoted in."""
+    work = forward_flops * masked
+    return work * (1 + rerun) / (rate_fwd * sustained) + 2.5 * work / (rate_bwd * sustained)
+
+
 def elementwise_seconds(*, tokens, layers, hidden, heads, seq_len, act_bytes, passes, tp, hbm_bandwidth,
                         flash=False):
     """Memory-bound non-matmul ops: ``passes`` reads/writes of the (h + a s)-element activation

@@ -45,8 +45,8 @@ def hardware(as_json: bool) -> None:
     if as_json:
         emit_json({"hardware": [s.model_dump() for s in specs]})
         return
-    t = table("Shipped hardware (dense peak; network bandwidth per device)", "name", "kind",
-              ">bf16 TFLOP/s", ">HBM GiB", ">HBM TB/s", "network")
+    t = table("Shipped hardware (dense peak; network bandwidth per device; what `step` models on it)", "name",
+              "kind", ">bf16 TFLOP/s", ">HBM GiB", ">HBM TB/s", "network", "step model")
     for s in specs:
         levels = "; ".join(
             f"{lvl.name} {lvl.bandwidth_bytes_per_s / 1e9:g} GB/s"
@@ -54,8 +54,22 @@ def hardware(as_json: bool) -> None:
             + (" (per axis, bidir)" if lvl.kind == "ici" else "")
             for lvl in s.network)
         t.add_row(s.name, s.kind, f"{s.peak_flops.bf16 / 1e12:,.1f}", f"{s.hbm.capacity_bytes / 2**30:,.1f}",
-                  f"{s.hbm.bandwidth_bytes_per_s / 1e12:.2f}", levels)
+                  f"{s.hbm.bandwidth_bytes_per_s / 1e12:.2f}", levels, ", ".join(features(s)))
     console().print(t)
+
+
+def features(spec) -> list[str]:
+    """What the device's step and collective models have: a measured GEMM table or one efficiency, a
+    flash-attention table, fp8, NCCL's tuner, a fitted error range."""
+    sm = spec.step_model
+    if sm is None:
+        return ["none"]
+    out = ["GEMM table" if sm.matmul_table else f"GEMM {sm.matmul_efficiency:.0%}"]
+    out += ["attention table"] if sm.attention_table else []
+    out += ["fp8"] if sm.fp8_efficiency is not None and getattr(spec.peak_flops, "fp8", None) else []
+    out += ["NCCL tuner"] if spec.nccl is not None else []
+    out += ["fitted range"] if sm.error_low is not None else []
+    return out
 
 
 def recipes(as_json: bool) -> None:

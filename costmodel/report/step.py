@@ -7,7 +7,7 @@ from costmodel.report.tables import literal
 
 
 def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None):
-    """(low, high) of predicted / measured - 1 over the fit's held-out rows, or None without a fit
+    """(low, high) of predicted / measured - 1 over the fit's rows (held out and fitted), or None without a fit
     (and for MoE models: no fitted run had experts); a framework with a fitted time: its runs' spread."""
     if moe:
         return None
@@ -19,7 +19,7 @@ def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None)
 
 
 def band(step_s, hardware, precision: str = "bf16", moe: bool = False, framework=None):
-    """(low, high): where the measured step lay for the fit's held-out rows, or None without a band."""
+    """(low, high): where the measured step lay for the fit's rows (held out and fitted), or None without a band."""
     pair = errors(hardware, precision, moe, framework)
     return None if pair is None else (step_s / (1 + pair[1]), step_s / (1 + pair[0]))
 
@@ -34,6 +34,8 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "precision": b.precision,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
+            "attention_kernel": b.attention_kernel or "gemm",
+            "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
             "breakdown": b.parts, "critical_path": b.critical_parts,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
             "step_model_source": hardware.step_model.source,
@@ -56,7 +58,11 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     if timed:
         exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
-    notes = {"matmul_s": f"at {b.matmul_efficiency:.1%} of dense peak{experts}", "elementwise_s": "norms, softmax, ... (HBM)",
+    gemms = "the GEMMs" if b.attention_kernel else "with attention's (full s x s)"
+    notes = {"matmul_s": f"{gemms} at {b.matmul_efficiency:.1%} of dense peak{experts}",
+             "attention_s": f"flash attention ({literal(b.attention_kernel or '')}, causal) at "
+                            + " / ".join(f"{r / 1e12:,.0f}" for r in b.attention_rates or ()) + " TFLOP/s fwd / bwd",
+             "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
@@ -85,7 +91,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                   f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
-        out.print(f"Range: the step times the fit's held-out rows measured, relative to their predictions "
+        out.print(f"Range: the step times the fit's rows measured (held out and fitted), relative to their predictions "
                   f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))
     _memory_line(out, cost, hardware)

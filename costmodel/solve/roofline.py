@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from costmodel.cost.collectives import axis_family
 from costmodel.cost.step import mlp_gemm_shape
-from costmodel.formulas.flops import matmul_intensity
+from costmodel.formulas.flops import flash_attention_hbm_bytes_per_token, matmul_intensity
 
 #: what each axis family's collectives are called on the figure
 PARTS = {"tp": "TP collectives", "cp": "CP collectives", "pp": "pipeline sends", "ep": "EP all-to-alls",
@@ -64,6 +64,8 @@ def roofline(cost, hardware) -> Roofline:
     intensity = matmul_intensity(rows=rows, cols=cols, depth=depth, element_bytes=element)
     hbm = hardware.hbm.bandwidth_bytes_per_s
     marks = [Mark("matmuls", "HBM", flops, flops / intensity, st.matmul_s)]
+    if st.attention_s > 0:  # flash attention's kernels: their own part where the device has a table
+        marks.append(Mark("flash attention", "HBM", flops, _attention_bytes(cost), st.attention_s))
     if st.elementwise_s > 0:
         marks.append(Mark("elementwise ops", "HBM", flops, st.elementwise_s * hbm, st.elementwise_s))
     axes: dict[str, list] = {}
@@ -76,3 +78,17 @@ def roofline(cost, hardware) -> Roofline:
             marks.append(Mark(PARTS[family], levels, flops, sent, seconds))
     roofs = {"HBM": hbm, **{level.name: level.bandwidth_bytes_per_s for level in hardware.network}}
     return Roofline(st.peak_flops, st.precision, roofs, marks, flops / st.step_s)
+
+
+def _attention_bytes(cost) -> float:
+    """Flash attention's HBM traffic per device per step: per token and layer (a / t query heads on a TP rank,
+    k / t KV heads but at least one), over an even share of the layers and the tokens one device runs."""
+    st, shape, point = cost.step, cost.shape, cost.point
+    flops = cost.flops
+    rerun = flops.attention_recompute_per_token * 3 / flops.attention_per_token
+    per_token = flash_attention_hbm_bytes_per_token(heads=shape.heads / point.tp, kv_heads=max(shape.kv_heads / point.tp, 1),
+                                                    head_dim=shape.head_dim, element_bytes=cost.recipe.activation_bytes,
+                                                    rerun=rerun)
+    tokens = st.global_tokens / point.data / point.cp  # one device's tokens per step
+    return per_token * shape.layers / point.pp * tokens
+

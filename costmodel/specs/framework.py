@@ -52,6 +52,9 @@ class Framework(Spec):
     description: Text = ""
     recipe: Name | None = Field(None, description="the precision recipe the framework trains with, if fixed")
     split: Literal["even", "compute"] = Field("even", description="how it spreads layers over pipeline stages")
+    attention_kernel: Name | None = Field(
+        None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
+        "hardware's default)")
     ddp_buckets: bool = Field(False, description="DDP's gradient buckets when the data axis does not shard state")
     zero1_gather: bool = Field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
     loss_upcast: Literal["none", "copy", "in-place"] = Field(
@@ -121,21 +124,23 @@ FRAMEWORKS: dict[str, Framework] = {
             "SP, 1F1B, compute-balanced stages, fp32 loss",
             recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast="copy", p2p_buffers=True,
             sp_gather_buffer=True,
+            attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
             # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak);
             # declared, not fitted (the sweep's reserved memory excludes them): a CUDA 12 context with
             # lazy module loading, about 0.5 GiB; NCCL Simple buffers for the world, dp, tp and pp groups
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime.builtin(
-                hardware="h100-sxm", kernel_factor=1.331, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.341,
-                error_low=-0.890, error_high=0.276,
+                hardware="h100-sxm", kernel_factor=1.228, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.362,
+                error_low=-0.889, error_high=0.268,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 4.0x slower than predicted, are "
                 "left out), on h100-sxm's step model"),
             fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
             "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "
             "the first pipeline stage: nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776)",
-            source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), trainer.py L797-799 "
+            source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), models/llama.py L271-286 "
+            "(flash-attn 2), trainer.py L797-799 "
             "(DDP at ZeRO-0 only), models/base.py L211-235 (split), models/llama.py L874-925 (fp32 logits)",
         ),
         Framework.builtin(
@@ -156,8 +161,10 @@ FRAMEWORKS: dict[str, Framework] = {
             description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
             "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
             recipe="cs336", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32", p2p_buffers=True,
+            attention_kernel="cudnn",  # SDPA with cuDNN attention first (models/attention.py L169-199)
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
-            source="pytorch/torchtitan@238fa995 (components/loss.py L20-27: .float() then cross_entropy; train.py "
+            source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
+            "components/loss.py L20-27: .float() then cross_entropy; train.py "
             "L540-542: del pred; job_config.py L151: fused AdamW; parallelize apply_fsdp: bf16 params, fp32 "
             "reduce); torch 2.13 distributed/fsdp/_fully_shard (_fsdp_param_group.py, _fsdp_collectives.py)",
         ),

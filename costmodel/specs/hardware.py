@@ -98,6 +98,12 @@ class StepModel(Spec):
     matmul_table: Name | None = Field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
+    attention_table: Name | None = Field(
+        None, description="measured flash-attention throughput CSV (kernel,direction,causal,head_dim,seq,tflops), "
+        "relative to the hardware folder; without one, attention's matmuls run at the GEMM efficiency")
+    attention_kernel: Name | None = Field(
+        None, description="the table's kernel a step runs unless the framework or --attention-kernel says "
+        "otherwise (cudnn: Transformer Engine's fused attention, as NeMo/Megatron run it; fa2; fa3)")
     sustained_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
         1.0, description="fraction of the matmul throughput in the table (or matmul_efficiency) that a whole "
         "training step sustains: isolated GEMM benchmarks run at boost clocks, a step at power-limited ones")
@@ -105,19 +111,25 @@ class StepModel(Spec):
         None, description="fp8 linear layers (Transformer Engine, per-tensor scaling): achieved fp8 throughput "
         "over fp8 peak x the bf16 efficiency of the same shape, casts and amax included (None: no fp8 model)")
     fp8_error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
-        None, description="as error_low, for --precision fp8 (its own fit's held-out rows)")
+        None, description="as error_low, for --precision fp8 (its own fit's rows)")
     fp8_error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
         None, description="as error_high, for --precision fp8")
     error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
-        None, description="smallest predicted / measured - 1 of the fit's held-out rows (the printed band)")
+        None, description="smallest predicted / measured - 1 of the fit's rows, held out and fitted (the printed band)")
     error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
-        None, description="largest predicted / measured - 1 of the fit's held-out rows")
+        None, description="largest predicted / measured - 1 of the fit's rows, held out and fitted")
     elementwise_passes: Annotated[float, Field(ge=0, le=1e4)] = Field(
         description="HBM passes over a (h + a s)-element activation per token and layer by the non-matmul "
         "ops (norms, softmax, dropout, activations), in the activation dtype")
     source: Text
 
-    @field_validator("matmul_table")
+    @model_validator(mode="after")
+    def _kernel_with_table(self) -> "StepModel":
+        if (self.attention_table is None) != (self.attention_kernel is None):
+            raise ValueError("attention_table and attention_kernel go together")
+        return self
+
+    @field_validator("matmul_table", "attention_table")
     @classmethod
     def _inside_the_folder(cls, value: str | None) -> str | None:
         if value is not None and (value.startswith(("/", "\\")) or ".." in value.replace("\\", "/").split("/")):
