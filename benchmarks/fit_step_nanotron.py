@@ -8,11 +8,11 @@ fraction, collectives from NCCL's tuner) and the four constants of ``FrameworkTi
 (specs/framework.py), fitted here:
 
     step = (m + p - 1) / m x max(a x C, m x L_s x (h x N_tp + k x t x [pipeline across nodes]))
-           + d x D
+           + d x D + O
 
 C is the critical path of the hardware model (matmuls, memory-bound ops, TP and p2p traffic), m the
 micro-batches, p the stages, L_s the most layers on a stage, N_tp the nodes the TP group spans, t the
-TP degree, D the data-axis traffic. The fit minimises the mean of min(|log(predicted / measured)|, 0.7)
+TP degree, D the data-axis traffic, O the optimizer step (HBM-bound, not fitted). The fit minimises the mean of min(|log(predicted / measured)|, 0.7)
 (robust: a few runs took minutes for a step) by Nelder-Mead from a fixed start. The 64-node runs are
 left out of the fit: as a group they ran several times slower than the model fitted on 1-32 nodes
 predicts (the script prints by how much), which no constant here describes.
@@ -58,6 +58,7 @@ class Run:
     floor_h: float  # m x L_s x N_tp: the floor per unit layer_floor_s
     floor_k: float  # m x L_s x t x [pipeline across nodes]: per unit pipeline_tp_rank_s
     data: float  # D
+    optimizer: float = 0.0  # O: the optimizer step, after the last backward
 
 
 def _unit(h: float, k: float) -> FrameworkTime:
@@ -85,13 +86,13 @@ def runs(path=DATA) -> list[Run]:
                                       framework=bare.model_copy(update={"time": unit})).step.host_floor_s
                       for unit in (_unit(1.0, 0.0), _unit(0.0, 1.0))]
             out.append(Run(row["model"], int(row["nodes"]), layout, int(row["gbs"]) * SEQ / float(row["tok_s"]), critical,
-                           1 / (1 - plain.bubble), floors[0], floors[1], plain.data_comm_s))
+                           1 / (1 - plain.bubble), floors[0], floors[1], plain.data_comm_s, plain.optimizer_s))
     return out
 
 
 def predict(run: Run, x) -> float:
     a, h, k, d = x
-    return run.pipelined * max(a * run.critical, h * run.floor_h + k * run.floor_k) + d * run.data
+    return run.pipelined * max(a * run.critical, h * run.floor_h + k * run.floor_k) + d * run.data + run.optimizer
 
 
 def errors(sample, x) -> list[float]:

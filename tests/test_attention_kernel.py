@@ -188,3 +188,11 @@ def test_hardware_says_which_devices_have_an_attention_table():
     assert "attention table" in features(load_hardware("aws-p5"))  # extends h100-sxm
     assert "attention table" not in features(load_hardware("b200"))
     assert features(load_hardware("b200"))[0] == "GEMM 63%"
+
+
+def test_the_readme_ratio_of_fa2_to_cudnn_is_the_tables():
+    """The README: FA2's rates are 61-63% of cuDNN's at 8K (forward causal and backward, the table's rows)."""
+    ratios = [_row("fa2", d, c, 128, 8192) / _row("cudnn", d, c, 128, 8192) for d, c in (("fwd", "1"), ("bwd", "0"))]
+    low, high = (round(100 * r) for r in sorted(ratios))
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"FA2's rates are {low}-{high}% of cuDNN's at 8K" in readme

@@ -53,7 +53,9 @@ def test_step_is_the_larger_of_kernels_and_floor_pipelined_plus_unoverlapped_dat
     bare = _cost(layout, framework=NANOTRON.model_copy(update={"time": None})).step
     step = _cost(layout).step
     critical = bare.matmul_s + bare.elementwise_s + bare.tp_exposed_s + bare.p2p_exposed_s + bare.cp_s + bare.ep_s
-    expected = max(T.kernel_factor * critical, step.host_floor_s) / (1 - bare.bubble) + T.data_factor * bare.data_comm_s
+    critical = critical + bare.attention_s
+    expected = (max(T.kernel_factor * critical, step.host_floor_s) / (1 - bare.bubble) + T.data_factor * bare.data_comm_s
+                + bare.optimizer_s)
     assert step.step_s == pytest.approx(expected, rel=1e-12)
     assert step.step_s > bare.step_s
     assert sum(step.critical_parts.values()) == pytest.approx(step.step_s, rel=1e-12)

@@ -111,12 +111,13 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             from costmodel.cost.attention import attention_kernel as kernel_of
-            from costmodel.cost.step import step_time  # time only: memory and comm skip the import
+            from costmodel.cost.step import optimizer_params, step_time  # time only: memory and comm skip it
 
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
                              framework_time=framework.time_on(hardware) if framework is not None else None,
-                             attention_kernel=kernel_of(hardware, framework, attention_kernel))
+                             attention_kernel=kernel_of(hardware, framework, attention_kernel),
+                             optimizer_params=optimizer_params(stages, recipe))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 

@@ -56,6 +56,7 @@ class StepTime:
     attention_s: object = 0  # flash attention's kernels at their measured rate (0: attention is in matmul_s)
     attention_kernel: str | None = None  # the kernel attention_s is timed with (None: the GEMM efficiency)
     attention_rates: tuple | None = None  # (forward, backward) FLOP/s of that kernel at this head dim and length
+    optimizer_s: object = 0  # the optimizer step of the device with the most parameters to update (HBM-bound)
 
     @property
     def modelled_critical_s(self):
@@ -73,7 +74,7 @@ class StepTime:
                 "tp_exposed_s": self.tp_exposed_s, "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
                 "framework_s": self.framework_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
-                "data_exposed_s": self.data_exposed_s}
+                "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
 
     def mfu_with(self, convention: str = "full"):
         """MFU with attention counted over the full s x s or (``causal``) half of it."""
@@ -101,7 +102,7 @@ class StepTime:
         return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "elementwise_s": self.elementwise_s,
                 "tp_s": self.tp_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "framework_s": self.framework_s,
-                "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s}
+                "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
 
 
 def matmul_efficiency(shape, point, hardware):
@@ -189,12 +190,14 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
-              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None) -> StepTime:
+              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
+              optimizer_params=0) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
     unoverlapped data-axis traffic (:func:`host_floor`); with an ``attention_kernel`` of the hardware's
-    attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs."""
+    attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
+    optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward."""
     for flag, value in (("--overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
         if value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
@@ -265,11 +268,14 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]
         overlap = "none"  # what the fitted time assumes, whatever --overlap said: the output must say so
-    step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed
+    optimizer = fs.optimizer_step_seconds(params=optimizer_params, bytes_per_param=fs.optimizer_step_bytes_per_param(
+        master=recipe.master_bytes, grads=recipe.grad_bytes, optimizer=recipe.optimizer_bytes,
+        weights=recipe.weight_bytes), hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s)
+    step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed + optimizer
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency, extra, floor, attention_s, kernel, rates)
+                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer)
 
 
 def host_floor(ft, hardware, point, layers):
@@ -280,3 +286,19 @@ def host_floor(ft, hardware, point, layers):
     pipeline_across = where(above_one(network.placement(hardware, point, "pp").domains), 1, 0)
     per_layer = ft.layer_floor_s * tp_nodes + ft.pipeline_tp_rank_s * point.tp * pipeline_across
     return fs.host_floor_seconds(micro_batches=point.micro_steps, layers=layers, per_layer=per_layer)
+
+
+def optimizer_params(stages, recipe):
+    """Parameters the busiest device's optimizer updates: the optimizer state it holds over the bytes each
+    parameter keeps there (its ZeRO shard; routed experts sharded their own way), the most over the stages
+    (``stages``: cost/memory.StageMemory). Without optimizer states, the master weights (else the weights)."""
+    for name, per_param in (("optimizer", recipe.optimizer_bytes), ("master_weights", recipe.master_bytes),
+                            ("weights", recipe.weight_bytes)):
+        if per_param:
+            held = [s.components.get(name, 0) / per_param for s in stages]
+            most = held[0]
+            for other in held[1:]:
+                most = maximum(most, other)
+            return most
+    return 0
+

@@ -24,6 +24,24 @@ def attention_kernel_seconds(*, forward_flops, rerun, masked, rate_fwd, rate_bwd
     return work * (1 + rerun) / (rate_fwd * sustained) + 2.5 * work / (rate_bwd * sustained)
 
 
+def optimizer_step_bytes_per_param(*, master, grads, optimizer, weights):
+    """HBM bytes the optimizer step moves per parameter it updates: every state read once (master weights,
+    gradient, optimizer states) and all but the gradient written once, the kept low-precision weights
+    rewritten from the updated master: 2 b_m + b_g + 2 b_o + b_w.
+
+    Source: torch.optim.AdamW's fused and foreach steps update param, exp_avg and exp_avg_sq in place from
+    the gradient (torch/optim/adamw.py: _fused_adamw, _multi_tensor_adamw); Megatron-LM's distributed
+    optimizer then copies the main (fp32) params into the bf16 model params
+    (core/optimizer/distrib_optimizer.py: _copy_main_params_to_model_params)."""
+    return 2 * master + grads + 2 * optimizer + weights
+
+
+def optimizer_step_seconds(*, params, bytes_per_param, hbm_bandwidth):
+    """The optimizer step, memory-bound: the ``params`` this device updates (its ZeRO shard) times the bytes
+    each moves, at HBM bandwidth: T = P b / W_HBM. It runs once per step, after the last backward."""
+    return params * bytes_per_param / hbm_bandwidth
+
+
 def elementwise_seconds(*, tokens, layers, hidden, heads, seq_len, act_bytes, passes, tp, hbm_bandwidth,
                         flash=False):
     """Memory-bound non-matmul ops: ``passes`` reads/writes of the (h + a s)-element activation

@@ -67,7 +67,8 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
                              f"floor ({_s(b.host_floor_s)} s), fitted" if timed else ""),
-             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note}
+             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note,
+             "optimizer_s": "the optimizer step: state read and written once (HBM)"}
     for key, value in b.parts.items():
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), _s(value), notes[key])

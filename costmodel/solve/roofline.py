@@ -68,6 +68,8 @@ def roofline(cost, hardware) -> Roofline:
         marks.append(Mark("flash attention", "HBM", flops, _attention_bytes(cost), st.attention_s))
     if st.elementwise_s > 0:
         marks.append(Mark("elementwise ops", "HBM", flops, st.elementwise_s * hbm, st.elementwise_s))
+    if st.optimizer_s > 0:  # memory-bound: its time is its bytes over HBM bandwidth
+        marks.append(Mark("optimizer step", "HBM", flops, st.optimizer_s * hbm, st.optimizer_s))
     axes: dict[str, list] = {}
     for row in cost.collectives:
         axes.setdefault(axis_family(row.collective.axis), []).append(row)

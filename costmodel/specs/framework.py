@@ -131,8 +131,8 @@ FRAMEWORKS: dict[str, Framework] = {
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime.builtin(
-                hardware="h100-sxm", kernel_factor=1.228, layer_floor_s=0.004413, pipeline_tp_rank_s=0.002073, data_factor=7.362,
-                error_low=-0.889, error_high=0.268,
+                hardware="h100-sxm", kernel_factor=1.235, layer_floor_s=0.004412, pipeline_tp_rank_s=0.002074, data_factor=7.293,
+                error_low=-0.889, error_high=0.267,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 4.0x slower than predicted, are "
                 "left out), on h100-sxm's step model"),
