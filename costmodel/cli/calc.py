@@ -71,7 +71,8 @@ def flops(
 
 
 @with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
-             "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum", "tp_ends", "split", "tp_kv", "ep", "etp", "moe_imbalance")
+             "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum", "tp_ends", "split", "tp_kv", "ep", "etp", "moe_imbalance",
+             "placement")
 def comm(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(help="Device name (see `cost4d hardware`) or a spec file.")],

@@ -13,6 +13,7 @@ import typing
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
+from costmodel.inputs.placement import DEFAULT_PLACEMENT
 
 #: option name -> (typer Annotated type, default)
 OPTIONS = {
@@ -25,7 +26,7 @@ OPTIONS = {
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
     "tp_kv": (o.TpKvOpt, "split"), "attention": (o.AttentionOpt, None),
     "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "etp": (o.EtpOpt, None),
-    "moe_imbalance": (o.ImbalanceOpt, 1.0),
+    "moe_imbalance": (o.ImbalanceOpt, 1.0), "placement": (o.PlacementOpt, DEFAULT_PLACEMENT),
 }
 MEMORY = ("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
           "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",

@@ -124,6 +124,10 @@ ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device f
                                         rich_help_panel=_ADV)]
 CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
                                         rich_help_panel=_ADV)]
+PlacementOpt = Annotated[str, typer.Option(
+    metavar="ORDER", help="GPUs: the order the axes fill the network, innermost (NVLink) first: tp, cp, data "
+    "(fsdp shards inside dp replicas) and pp, comma-separated, e.g. cp,tp,data,pp to keep a CP ring in the node. "
+    "Default: tp,cp,data,pp (Megatron's).", rich_help_panel=_ADV)]
 HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
     help="HSDP: shard within groups of this many devices (sets --fsdp); --dp counts the replicas across them.",
     rich_help_panel=_ADV)]

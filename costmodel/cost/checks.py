@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.mathops import above_one, where
 from costmodel.parallel.collective import Rule
@@ -33,12 +34,15 @@ def valid(shape, point, hardware=None):
 
 
 def placement_rules(hardware, point) -> list:
-    """--mx/--my name TPU torus axes: none on a GPU (placement there follows the NVLink domain), and
-    no more than the torus has on a TPU."""
+    """--mx/--my name TPU torus axes: none on a GPU (placement there follows the NVLink domain in the
+    layout's --placement order), and no more than the torus has on a TPU, where --placement has no say."""
     if hardware.kind != "tpu":
         return [Rule((point.mx <= 1) & (point.my <= 1),
                      lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
                      "(its axes are placed on the NVLink domain and nodes automatically)")]
+    if point.placement != DEFAULT_PLACEMENT:
+        return [Rule(False, lambda: f"--placement orders a GPU layout's axes on the network; {hardware.name} is a TPU "
+                     "(place its axes on the torus with --mx/--my)")]
     axes = hardware.level("ici").torus_axes
     # an axis of degree 1 spans no torus axis, whatever its --mx/--my says (the default 1 of the other)
     used = where(above_one(point.data), point.mx, 0) + where(above_one(point.tp), point.my, 0)

@@ -1,6 +1,7 @@
 """Where each axis's group runs, and the one time model of a collective on it.
 
-Placement: axes are laid out innermost first (tp, cp, fsdp, dp, pp, the Megatron order). A group of
+Placement: axes are laid out innermost first (tp, cp, fsdp, dp, pp: the Megatron order, unless the layout's
+``placement`` says otherwise). A group of
 n ranks of an axis whose inner axes span ``inner`` devices has g = min(n, domain / inner) ranks in
 one fast domain (an NVLink node; at least 1) and n / g such domains. TPU: every axis runs on ICI at
 W_ici M, with M the torus axes it spans (M_X for the data axis, M_Y for tp); a mesh larger than one
@@ -20,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
 from costmodel.formulas import comms
+from costmodel.inputs.placement import axis_order
 from costmodel.mathops import above_one, exact_div, floor_div, maximum, minimum, where
 from costmodel.parallel import expert
 
-AXIS_ORDER = ("tp", "cp", "fsdp", "dp", "pp")  # innermost first
 #: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
 #: (all-to-all, sends, broadcast, reduce, gather, scatter) cross the NICs as one flat group
 HIERARCHICAL = ("all-reduce", "all-gather", "reduce-scatter")
@@ -77,13 +78,16 @@ SUBGROUPS = {"tp-kv": "tp"}
 
 
 def _placement(hardware, point, axis: str, subgroup) -> Placement:
-    order = EXPERT_ORDER if axis in ("ep", "etp") or axis.startswith("expert-") else AXIS_ORDER
+    expert_axis = axis in ("ep", "etp") or axis.startswith("expert-")
     stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
-    inner = 1
-    for name in order:
-        if name == stop:
-            break
-        inner = inner * _degree(point, name)
+    if expert_axis or isinstance(point.placement, str):
+        inner = 1
+        for name in EXPERT_ORDER if expert_axis else axis_order(point.placement):
+            if name == stop:
+                break
+            inner = inner * _degree(point, name)
+    else:  # arrays: each layout's own order (an index into inputs.placement.PLACEMENTS)
+        inner = _inner_by_layout(point, stop)
     if subgroup is not None:
         ranks = subgroup
     elif axis in ("data", "expert-data"):
@@ -99,9 +103,25 @@ def _placement(hardware, point, axis: str, subgroup) -> Placement:
     return Placement(axis, ranks, per_domain, ranks / per_domain)
 
 
+def _inner_by_layout(point, axis: str):
+    """Devices the axes inside ``axis`` span, each layout placed in its own order (``point.placement``: indices
+    into PLACEMENTS): the product of the degrees of the blocks before ``axis``'s block, and for dp its fsdp."""
+    import numpy as np
+
+    from costmodel.inputs.placement import BLOCKS, PLACEMENTS
+
+    position = np.array([[order.split(",").index(block) for block in BLOCKS] for order in PLACEMENTS])[point.placement]
+    degree = {"tp": point.tp, "cp": point.cp, "data": point.data, "pp": point.pp}
+    mine = position[:, BLOCKS.index({"fsdp": "data", "dp": "data"}.get(axis, axis))]
+    inner = point.fsdp if axis == "dp" else 1
+    for i, block in enumerate(BLOCKS):
+        inner = inner * np.where(position[:, i] < mine, degree[block], 1)
+    return inner
+
+
 def _tpu_placement(hardware, point, axis: str, ranks, inner=1) -> Placement:
     """A data axis, or the pipeline (outermost), crosses slices over DCN when it and the axes inside it
-    (``inner``, AXIS_ORDER) hold more chips than one ICI domain: PaLM's 2 x 3072 chips keep TP x FSDP in
+    (``inner``, the default order) hold more chips than one ICI domain: PaLM's 2 x 3072 chips keep TP x FSDP in
     each pod, DP across them."""
     ici = hardware.level("ici")
     data_axis = axis in ("dp", "fsdp", "data", "ep") or axis.startswith("expert-")

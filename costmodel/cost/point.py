@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
+from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.mathops import exact_fraction, letter
 
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
@@ -53,6 +54,7 @@ class Point:
     tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
     reshard_after_forward: bool = True
     moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
+    placement: str = DEFAULT_PLACEMENT  # GPUs: the order the axes fill the network, innermost first
 
     @classmethod
     def of(cls, layout) -> "Point":

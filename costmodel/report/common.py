@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from costmodel.inputs.placement import DEFAULT_PLACEMENT
+
 
 def number(value):
     """An int when the value is whole (JSON stays exact), else a float."""
@@ -83,6 +85,8 @@ def layout_text(layout) -> str:
         parts.append(f"etp={layout.etp}")
     if layout.moe_imbalance != 1:
         parts.append(f"MoE imbalance {layout.moe_imbalance:g}")
+    if layout.placement != DEFAULT_PLACEMENT:
+        parts.append(f"placed {layout.placement}")  # innermost first
     return ", ".join(parts) or "one device"
 
 

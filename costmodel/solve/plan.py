@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS, axis_order
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)
 ZERO_STAGES = (1, 3)
@@ -124,6 +125,37 @@ def _with_torus_axes(rows, hardware):
     return np.concatenate(out)
 
 
+def _with_placements(rows, hardware):
+    """Each candidate once per order of its axes on the network (inputs.placement.PLACEMENTS, the default first)
+    that places them differently: on a GPU with a fast domain, orders that give every axis (tp, cp, fsdp, dp,
+    pp) as many ranks per domain are one. MoE layouts (ep > 1) keep the default order; a TPU places its axes
+    on the torus instead (M_X, M_Y). Adds the order's index as a column."""
+    import numpy as np
+
+    fast = hardware.network[0]
+    if hardware.kind == "tpu" or fast.domain_size is None or len(hardware.network) == 1:
+        return np.column_stack([rows, np.zeros(len(rows), dtype=np.int64)])
+    size = fast.domain_size
+    degree = {"tp": rows[:, 0], "pp": rows[:, 1], "cp": rows[:, 2], "fsdp": rows[:, 4], "dp": rows[:, 3]}
+    keys = []
+    for order in PLACEMENTS:
+        per_domain, inner = {}, np.ones(len(rows), dtype=np.int64)
+        for axis in axis_order(order):  # as cost/network.py places them: ranks per domain, axis by axis
+            per_domain[axis] = np.minimum(degree[axis], np.maximum(size // inner, 1))
+            inner = inner * degree[axis]
+        key = np.zeros(len(rows), dtype=np.int64)
+        for axis in sorted(per_domain):
+            key = key * (size + 1) + per_domain[axis]
+        keys.append(key)
+    out = []
+    for i, key in enumerate(keys):
+        keep = np.ones(len(rows), dtype=bool) if i == 0 else rows[:, 7] == 1
+        for earlier in keys[:i]:
+            keep &= key != earlier
+        out.append(np.column_stack([rows[keep], np.full(int(keep.sum()), i)]))
+    return np.concatenate(out)
+
+
 def _torus_reach(hardware, mx: int, my: int) -> list[tuple[int, int]]:
     """(most chips the data axis, most the TP axis) can hold on M_X and M_Y disjoint axes of the largest slice
     (the ICI level's max_shape), for each way to give them axes; [] without a max_shape or on a GPU."""
@@ -165,12 +197,13 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if rows.size == 0:
         raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
                              "micro-batches")
-    rows = _with_torus_axes(rows, hardware)
+    rows = _with_placements(_with_torus_axes(rows, hardware), hardware)
+    placed = bool(rows[:, 10].any())  # some layout is searched in another order than the default
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
     found, considered, feasible, cloud = [], 0, 0, []
-    tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my = rows.T
+    tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my, order = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS,
                                                                               SEQUENCE_PARALLEL):
@@ -192,7 +225,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                       tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
-                      schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even")
+                      schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even",
+                      placement=order[idx] if placed else DEFAULT_PLACEMENT)
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
         memory = np.asarray(cost.memory_bytes, dtype=float)
@@ -212,7 +246,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 ep=int(ep[j]), **({"mx": int(mx[j]), "my": int(my[j])} if hardware.kind == "tpu" else {}),
                 zero=zero, tokens=int(mbs[j] * seq), seq=seq, recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
-                microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j])),
+                microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j]),
+                placement=PLACEMENTS[order[j]]),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
     best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]

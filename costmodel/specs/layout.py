@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from costmodel.inputs import bounds
+from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
 from costmodel.specs.base import Spec, count
 
 Degree = count(bounds.DEVICES)
@@ -76,6 +77,10 @@ class Layout(Spec):
         "split", description="KV heads under TP: split (t must divide them) or replicate (t may be a multiple: "
         "each rank keeps a copy of the head its query heads read)")
     grad_accum: Steps = Field(1, description="gradient-accumulation steps per optimizer step")
+    placement: str = Field(
+        DEFAULT_PLACEMENT, description="GPUs: the order the axes fill the network, innermost (NVLink) first: a "
+        "permutation of tp, cp, data (fsdp shards inside dp replicas) and pp, comma-separated; Megatron's order "
+        "by default")
 
     @model_validator(mode="after")
     def _check(self) -> "Layout":
@@ -96,6 +101,11 @@ class Layout(Spec):
             raise ValueError("--chunks needs --schedule interleaved")
         if self.pp > 1 and self.schedule == "zb-h1" and self.m < self.pp:  # 1F1B with m < p is legal and common
             raise ValueError(f"--schedule {self.schedule} needs --microbatches >= --pp ({self.m} < {self.pp})")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"--placement {self.placement[:60]!r}: give tp, cp, data and pp once each, innermost "
+                             f"first, comma-separated (default {DEFAULT_PLACEMENT})")
+        if self.placement != DEFAULT_PLACEMENT and self.ep > 1:
+            raise ValueError("--placement with --ep > 1: the experts' axes keep the default order (not modelled)")
         if self.schedule == "interleaved" and self.pp > 1 and self.m % self.pp:
             raise ValueError(f"--schedule interleaved needs --microbatches a multiple of --pp "
                              f"({self.m} % {self.pp} != 0)")
