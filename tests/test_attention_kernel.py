@@ -196,3 +196,22 @@ def test_the_readme_ratio_of_fa2_to_cudnn_is_the_tables():
     low, high = (round(100 * r) for r in sorted(ratios))
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"FA2's rates are {low}-{high}% of cuDNN's at 8K" in readme
+
+
+def test_a_document_mask_shortens_the_calls_and_the_work():
+    """Documents of 2,048 tokens packed in 8,192-token sequences (Llama 3's mask): each token attends within its
+    document, so the kernels do 2,048 / 8,192 of the causal work, at the 2,048 rows' rates."""
+    step = _step(Layout(tokens=8192, document=2048), "cudnn")
+    s, a, d, layers = 8192, 32, 128, 32
+    work = 4 * s * a * d * layers * 8192 / 2 * 2048 / s
+    sustained = load_hardware("h100-sxm").step_model.sustained_fraction
+    fwd, bwd = _shipped_rate("cudnn", "fwd", 128, 2048), _shipped_rate("cudnn", "bwd", 128, 2048)
+    assert step.attention_rates == (fwd, bwd)
+    assert step.attention_s == pytest.approx(work / (fwd * sustained) + 2.5 * work / (bwd * sustained), rel=1e-12)
+    # the GEMM path times a quarter of attention's FLOPs; the FLOP counts (MFU) keep the s x s convention
+    whole, masked = _step(Layout(tokens=8192), "gemm"), _step(Layout(tokens=8192, document=2048), "gemm")
+    attention_hw = 3 * 4 * s * a * d * layers * 8192
+    assert masked.matmul_s == pytest.approx(whole.matmul_s * (whole.hardware_flops - 0.75 * attention_hw)
+                                            / whole.hardware_flops, rel=1e-12)
+    assert masked.model_flops == whole.model_flops
+    assert _step(Layout(tokens=8192, document=65536), "cudnn").attention_s == _step(Layout(tokens=8192), "cudnn").attention_s

@@ -27,6 +27,7 @@ OPTIONS = {
     "tp_kv": (o.TpKvOpt, "split"), "attention": (o.AttentionOpt, None),
     "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "etp": (o.EtpOpt, None),
     "moe_imbalance": (o.ImbalanceOpt, 1.0), "placement": (o.PlacementOpt, DEFAULT_PLACEMENT),
+    "document": (o.DocumentOpt, None),
 }
 MEMORY = ("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
           "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",

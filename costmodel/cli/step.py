@@ -12,7 +12,7 @@ from costmodel.cli.layout import with_layout
 
 @with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
              "microbatches", "chunks", "cp_kind", "grad_accum", "tp_ends", "split", "tp_kv", "attention", "checkpoint",
-             "ep", "etp", "moe_imbalance", "mx", "my", "placement")
+             "ep", "etp", "moe_imbalance", "mx", "my", "placement", "document")
 def step(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(help="Device name or spec file (needs a step_model section).")],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from costmodel.errors import CostModelError
 from costmodel.formulas import step as fs
 from costmodel.inputs.files import shown
-from costmodel.mathops import family
+from costmodel.mathops import family, minimum
 
 #: the choice that times attention with the linear layers' GEMMs (no kernel table)
 GEMM = "gemm"
@@ -43,10 +43,14 @@ def attention_seconds(shape, point, hardware, kernel: str, *, forward_flops, rer
     """One device's flash-attention time: ``forward_flops`` (Q K^T and A V of its forwards, full s x s) under
     a causal mask, ``rerun`` of them run again by recomputation, each pass at ``kernel``'s measured rate for
     the model's head dim and the key length one call sees (s / c under ring context parallelism, each step a
-    block of s / c queries against s / c keys; s under all-to-all, which splits heads instead). Returns
+    block of s / c queries against s / c keys; s under all-to-all, which splits heads instead; at most a
+    document under a document mask, whose work is :func:`document_share` of it). Returns
     (seconds, (forward rate, backward rate)): in letters the rates are R_fwd and R_bwd."""
     sm = hardware.step_model
     seq = shape.seq_len if point.cp_kind == "a2a" else shape.seq_len / point.cp
+    if point.document is not None:  # each document attends within itself: shorter calls, less work
+        seq = minimum(seq, point.document)
+        forward_flops = forward_flops * document_share(shape, point)
     if family(seq, forward_flops) == "sympy":
         import sympy
 
@@ -58,6 +62,14 @@ def attention_seconds(shape, point, hardware, kernel: str, *, forward_flops, rer
         fwd, bwd = (attention_rate(path, kernel, d, True, shape.head_dim, seq) for d in ("fwd", "bwd"))
     return fs.attention_kernel_seconds(forward_flops=forward_flops, rerun=rerun, masked=CAUSAL_MASKED,
                                        rate_fwd=fwd, rate_bwd=bwd, sustained=sm.sustained_fraction), (fwd, bwd)
+
+
+def document_share(shape, point):
+    """Of attention's s x s work, the part a document mask leaves: D / s for documents of D tokens packed in
+    sequences of s (each token attends to the earlier tokens of its own document only); 1 without one."""
+    if point.document is None:
+        return 1
+    return minimum(point.document, shape.seq_len) / shape.seq_len
 
 
 def _table(hardware) -> str:

@@ -55,6 +55,7 @@ class Point:
     reshard_after_forward: bool = True
     moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
     placement: str = DEFAULT_PLACEMENT  # GPUs: the order the axes fill the network, innermost first
+    document: int | None = None  # tokens per document when attention is masked to documents (None: the sequence)
 
     @classmethod
     def of(cls, layout) -> "Point":

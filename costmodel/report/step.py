@@ -34,7 +34,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "precision": b.precision,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
-            "attention_kernel": b.attention_kernel or "gemm",
+            "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
             "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
             "breakdown": b.parts, "critical_path": b.critical_parts,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
@@ -58,9 +58,11 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     if timed:
         exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
-    gemms = "the GEMMs" if b.attention_kernel else "with attention's (full s x s)"
+    document = cost.point.document
+    documents = f", in documents of {document:,} tokens" if document else ""
+    gemms = "the GEMMs" if b.attention_kernel else f"with attention's ({'within documents' if document else 'full s x s'})"
     notes = {"matmul_s": f"{gemms} at {b.matmul_efficiency:.1%} of dense peak{experts}",
-             "attention_s": f"flash attention ({literal(b.attention_kernel or '')}, causal) at "
+             "attention_s": f"flash attention ({literal(b.attention_kernel or '')}, causal{documents}) at "
                             + " / ".join(f"{r / 1e12:,.0f}" for r in b.attention_rates or ()) + " TFLOP/s fwd / bwd",
              "elementwise_s": "norms, softmax, ... (HBM)",
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
