@@ -140,7 +140,7 @@ def test_parallel_blocks_reduce_attention_and_mlp_once(block, norms, sp):
 def test_tpu_data_axes_cross_dcn_only_beyond_one_ici_domain():
     """PaLM 540B's 2 x 3072 TPU v4 chips (arXiv:2204.02311 Sec. 4): TP 12 x FSDP 256 inside each pod
     (ICI), the 2 pods' data parallelism over DCN; the whole data group spans both."""
-    from costmodel.cost.network import placement
+    from costmodel.cost.placement import placement
     from costmodel.cost.point import Point
 
     tpu = load_hardware("tpu-v4")
@@ -155,7 +155,7 @@ def test_tpu_data_axes_cross_dcn_only_beyond_one_ici_domain():
 def test_a_pipeline_across_tpu_pods_sends_over_dcn():
     """tp 8 x fsdp 256 = 2,048 chips per stage, 4 stages = 8,192 > one 4,096-chip v4 pod: the stages'
     sends cross pods (DCN); with 2 stages they stay on ICI."""
-    from costmodel.cost.network import placement
+    from costmodel.cost.placement import placement
     from costmodel.cost.point import Point
 
     tpu = load_hardware("tpu-v4")

@@ -72,7 +72,8 @@ def test_a_tuner_fit_carries_over_to_other_group_sizes(tmp_path):
     plain tuner (the fit says nothing about the network)."""
     import json
 
-    from costmodel.cost.network import Placement, link_cost
+    from costmodel.cost.network import link_cost
+    from costmodel.cost.placement import Placement
     from costmodel.specs.load import load_hardware
     from hostile import run
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from costmodel.cost.evaluate import evaluate, evaluate_layout
-from costmodel.cost.network import placement
+from costmodel.cost.placement import placement
 from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
 from costmodel.errors import CostModelError

@@ -12,7 +12,8 @@ import pytest
 
 from costmodel.cost.evaluate import evaluate_layout
 from costmodel.errors import CostModelError
-from costmodel.solve.plan import candidates, plan
+from costmodel.solve.plan import plan
+from costmodel.solve.plan_candidates import candidates
 from costmodel.specs.framework import FRAMEWORKS
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
@@ -143,7 +144,8 @@ def test_tpu_search_places_axes_on_the_torus():
     """On a TPU the search adds (M_X, M_Y), the torus axes the data and TP axes span (the layout rules keep
     those that fit the torus, 3 axes on v5p, and the axes' sizes): a reported layout's numbers equal `step`'s
     with its --mx/--my, and its command line runs."""
-    from costmodel.solve.plan import command, torus_splits
+    from costmodel.solve.plan import command
+    from costmodel.solve.plan_candidates import torus_splits
 
     v5p = load_hardware("tpu-v5p")
     assert len(torus_splits(v5p)) == 9 and torus_splits(H100) == [(1, 1)]
@@ -196,7 +198,7 @@ def test_arrays_see_the_heaviest_stage_past_dense_first_layers():
 
 def test_tpu_search_keeps_to_what_the_torus_axes_hold():
     """v5p's largest slice is 16 x 20 x 28: a 64-way data axis cannot lie along one torus axis (M_X = 1)."""
-    from costmodel.solve.plan import _torus_reach
+    from costmodel.solve.plan_candidates import _torus_reach
 
     v5p = load_hardware("tpu-v5p")
     assert max(data for data, _ in _torus_reach(v5p, 1, 1)) == 28

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost import network
+from costmodel.cost.placement import SUBGROUPS, Placement, placement, subgroup_placement
 from costmodel.cost.stage import Stage
 from costmodel.mathops import where
 from costmodel.parallel import context, data, expert, pipeline, tensor
@@ -62,7 +63,7 @@ class Timed:
     """A collective with where it runs and how long its calls take over the step."""
 
     collective: Collective
-    placement: network.Placement
+    placement: Placement
     seconds_per_call: object
     level: str = ""  # single layouts only
     calibration: str = ""  # single layouts only
@@ -78,8 +79,8 @@ def timed(hardware, point, collectives: list[Collective], labels: bool = True) -
     placements, costs, out, priced, seen = {}, {}, [], {}, []
     for c in collectives:
         if c.axis not in placements:
-            placements[c.axis] = (network.subgroup_placement(hardware, point, c.axis, c.group)
-                                  if c.axis in network.SUBGROUPS else network.placement(hardware, point, c.axis))
+            placements[c.axis] = (subgroup_placement(hardware, point, c.axis, c.group)
+                                  if c.axis in SUBGROUPS else placement(hardware, point, c.axis))
         where_ = placements[c.axis]
         if (c.axis, c.op) not in costs:
             costs[c.axis, c.op] = network.link_cost(hardware, c.op, where_)
@@ -128,8 +129,8 @@ def _first_equal(seen: list, array):
 def axis_family(axis: str) -> str:
     """tp (and expert TP), cp, pp, ep, or data (dp, fsdp and dp x fsdp, and the routed experts' expert-dp,
     expert-fsdp, expert-data)."""
-    if axis in ("etp", *network.SUBGROUPS):
-        return network.SUBGROUPS.get(axis, "tp")
+    if axis in ("etp", *SUBGROUPS):
+        return SUBGROUPS.get(axis, "tp")
     return "data" if axis in ("dp", "fsdp", "data", *expert.EXPERT_AXES.values()) else axis
 
 

@@ -162,7 +162,7 @@ class TunedCost:
     offset: float = 0.0  # a calibration of model nccl: t = offset + scale x the tuner's time
     scale: float = 1.0
     hop_us: float | None = None  # a measured network hop, where it differs from the declared one
-    #: arrays: what pricing indexes once per group for every op on it (network.Placement.memo: its distinct
+    #: arrays: what pricing indexes once per group for every op on it (placement.Placement.memo: its distinct
     #: group shapes, each buffer's distinct sizes among them); None: this cost's own
     memo: dict | None = field(default=None, compare=False, repr=False)
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costmodel.cost import network
 from costmodel.cost.attention import attention_seconds, document_share
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
+from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
+from costmodel.cost.placement import placement
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import step as fs
-from costmodel.mathops import above_one, ceil_div, exact_div, family, maximum, where
-from costmodel.parallel import expert, pipeline
+from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
+from costmodel.parallel import pipeline
 from costmodel.parallel.data import fsdp_active
 
 OVERLAPS = ("overlap", "none")
@@ -103,58 +104,6 @@ class StepTime:
                 "tp_s": self.tp_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "framework_s": self.framework_s,
                 "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
-
-
-def matmul_efficiency(shape, point, hardware):
-    """Achieved / dense peak of the step's matmuls: the measured table's figure for the MLP's first
-    matmul shape (tokens of a micro-batch x F/t x D), else the spec's constant, times the fraction a
-    whole step sustains (``sustained_fraction``). In a formula it is the letter e_mm (its value comes
-    from the table at the layout)."""
-    isolated = _isolated_efficiency(shape, point, hardware)
-    sustained = hardware.step_model.sustained_fraction
-    if sustained == 1 or family(isolated) == "sympy":  # the letter e_mm stands for the product
-        return isolated
-    return isolated * sustained
-
-
-def expert_matmul_efficiency(shape, point, hardware):
-    """The routed experts' matmuls: the table's figure at an expert's shape on the busiest device
-    (rows: the token copies it holds for one of its E / e experts, T/(c t) k_e f t_e e / E; columns F_e / t_e;
-    depth D), times the sustained fraction; the dense figure where the spec has no table. Small
-    experts and few tokens per expert run well below the dense MLP's efficiency."""
-    sm = hardware.step_model
-    if not sm.matmul_table:
-        return matmul_efficiency(shape, point, hardware)
-    etp = expert.expert_tp(point)
-    rows = expert.dispatched_tokens(shape, point) * etp * point.ep / shape.experts
-    isolated = _isolated_efficiency(shape, point, hardware, rows, exact_div(shape.expert_width, etp), "e_e")
-    return isolated if family(isolated) == "sympy" else isolated * sm.sustained_fraction
-
-
-def mlp_gemm_shape(shape, point) -> tuple:
-    """(rows, columns, depth) of the GEMM whose measured efficiency stands for the step's matmuls: the
-    MLP's first, a micro-batch's tokens (/ c) x F / t x D."""
-    return exact_div(point.tokens, point.cp), exact_div(shape.mlp_width, point.tp), shape.width
-
-
-def _isolated_efficiency(shape, point, hardware, m=None, n=None, name: str = "e_mm"):
-    sm = hardware.step_model
-    if sm is None:
-        raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, elementwise passes)")
-    if sm.matmul_table:
-        if m is None:
-            m, n, _ = mlp_gemm_shape(shape, point)
-        if family(m, n) == "sympy":
-            import sympy
-
-            return sympy.Symbol(name, positive=True)
-        from costmodel.measure.matmul import table_efficiency
-        from costmodel.specs.load import table_file
-
-        return table_efficiency(table_file(hardware, sm.matmul_table), m, n, shape.width, hardware.flops("bf16"))
-    if sm.matmul_efficiency is None:
-        raise CostModelError(f"{hardware.name}: step_model needs matmul_efficiency or matmul_table")
-    return sm.matmul_efficiency
 
 
 def slowest_stage(shape, stages, seq_len=None):
@@ -285,8 +234,8 @@ def host_floor(ft, hardware, point, layers):
     """A framework's host-bound floor of the stage with the most ``layers`` over the step: per layer,
     ``layer_floor_s`` for each node the TP group spans, plus ``pipeline_tp_rank_s`` per TP rank when the
     pipeline spans nodes (specs.framework.FrameworkTime)."""
-    tp_nodes = network.placement(hardware, point, "tp").domains
-    pipeline_across = where(above_one(network.placement(hardware, point, "pp").domains), 1, 0)
+    tp_nodes = placement(hardware, point, "tp").domains
+    pipeline_across = where(above_one(placement(hardware, point, "pp").domains), 1, 0)
     per_layer = ft.layer_floor_s * tp_nodes + ft.pipeline_tp_rank_s * point.tp * pipeline_across
     return fs.host_floor_seconds(micro_batches=point.micro_steps, layers=layers, per_layer=per_layer)
 

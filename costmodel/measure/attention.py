@@ -8,14 +8,13 @@ FLOPs over the table's rate, never the model's FLOP count over it (formulas/step
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from functools import lru_cache
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import FLOPS, SEQUENCE
 from costmodel.inputs.files import shown
+from costmodel.measure.tables import csv_rows
 
 COLUMNS = ("kernel", "direction", "causal", "head_dim", "seq", "tflops")
 DIRECTIONS = ("fwd", "bwd")
@@ -25,21 +24,9 @@ DIRECTIONS = ("fwd", "bwd")
 def load_table(path: str) -> dict:
     """{(kernel, direction, causal, head_dim): ((log2 seq, FLOP/s), ...) sorted by seq}; a bad row is named by
     its line."""
-    from costmodel.inputs.files import LOG_LIMIT, read_text
-
-    reader = csv.reader(io.StringIO(read_text(path, "attention table", LOG_LIMIT)))
-    header = next(reader, [])
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise CostModelError(f"{path}: the attention table has no column {missing[0]!r} (needs {', '.join(COLUMNS)})")
-    at = {c: header.index(c) for c in COLUMNS}
     rows: dict = {}
-    for line, cells in enumerate(reader, 2):
-        if not cells:
-            continue
-        if len(cells) != len(header):
-            raise CostModelError(f"{path}:{line}: expected {len(header)} columns as in the header")
-        key, seq, rate = _row({c: cells[i] for c, i in at.items()}, path, line)
+    for line, row in csv_rows(path, "attention table", COLUMNS):
+        key, seq, rate = _row(row, path, line)
         rows.setdefault(key, {})[seq] = rate
     if not rows:
         raise CostModelError(f"{path}: no rows")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from functools import lru_cache
 from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
+from costmodel.measure.tables import csv_rows
 from costmodel.inputs.bounds import FLOPS, WIDTH
 
 
@@ -19,22 +18,8 @@ _COLUMNS = ("b", "m", "n", "k", "dtype", "flops_per_s")
 @lru_cache(maxsize=8)
 def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
     """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line."""
-    from costmodel.inputs.files import LOG_LIMIT, read_text
-
-    reader = csv.reader(io.StringIO(read_text(path, "matmul table", LOG_LIMIT)))
-    header = next(reader, [])
-    missing = [c for c in _COLUMNS if c not in header]
-    if missing:
-        raise CostModelError(f"{path}: the matmul table has no column {missing[0]!r} (needs {', '.join(_COLUMNS)})")
-    at = {c: header.index(c) for c in _COLUMNS}
-    rows = []
-    for line, cells in enumerate(reader, 2):  # csv.reader, not DictReader: this runs on every `step`'s start-up
-        if not cells:  # a blank line, skipped as DictReader does
-            continue
-        if len(cells) != len(header):
-            raise CostModelError(f"{path}:{line}: expected {len(header)} columns as in the header")
-        if cells[at["dtype"]] == dtype and cells[at["b"]] == "1":
-            rows.append(_row({c: cells[i] for c, i in at.items()}, path, line))
+    rows = [_row(row, path, line) for line, row in csv_rows(path, "matmul table", _COLUMNS)
+            if row["dtype"] == dtype and row["b"] == "1"]
     if not rows:
         raise CostModelError(f"{path}: no batch-1 {dtype} rows")
     return tuple(rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost import network
+from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import MODELLED
 
@@ -53,7 +54,7 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
             raise CostModelError(f"{hardware.name}'s {fast.name} level has no NVLS (in-switch reduction)")
     elif len(hardware.network) < 2:
         raise CostModelError(f"{hardware.name} has no scale-out level for {nodes} nodes")
-    where_ = network.Placement("measured", nodes * gpus_per_node, gpus_per_node, nodes)
+    where_ = Placement("measured", nodes * gpus_per_node, gpus_per_node, nodes)
     cost = network.link_cost(hardware, collective, where_, algorithm)
     calibrated = network.calibrated(hardware, collective, where_, algorithm)
     if nodes == 1:

@@ -2,7 +2,8 @@
 
 The search space is the product of the axes (tp x pp x cp x data, the data axis split into HSDP
 replicas x shards; for MoE models the expert-parallel degree within it; on a TPU the torus axes the
-data and TP axes span, M_X and M_Y), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
+data and TP axes span, M_X and M_Y; on a GPU the order the axes fill the NVLink domain and the nodes,
+each order that places them differently once: solve/plan_candidates.py), the micro-batch size, the ZeRO stage, the recompute policy, the pipeline
 schedule (1F1B, interleaved with 2 or 4 chunks), the CP kind (ring, all-to-all) and TP with or without sequence
 parallelism. Structure (ZeRO stage, recompute, schedule, CP kind, SP) is a Python value in the aggregator, so each
 combination of it is one group; within a group every layout is one element of numpy arrays and the
@@ -15,12 +16,12 @@ ranked by predicted tokens/s (ties: more memory headroom).
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from dataclasses import dataclass, field, replace
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS, axis_order
+from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
+from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)
 ZERO_STAGES = (1, 3)
@@ -33,8 +34,6 @@ CP_KINDS = ("ring", "a2a")
 #: TP with sequence parallelism (less memory, elementwise work split) and without (one all-reduce where SP has an
 #: all-gather and a reduce-scatter: NCCL's NVLS all-reduce can be the faster)
 SEQUENCE_PARALLEL = (True, False)
-MICROBATCH_SEQUENCES = (1, 2, 4, 8, 16)
-CONTEXT = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -64,118 +63,6 @@ class Plan:
     cloud: tuple = ()  # (memory bytes, tokens/s) of every feasible layout, for the plot
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    out, v = [], 1
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
-    """(tp, pp, cp, dp, fsdp, mbs, micro_steps, ep) whose product of degrees is ``devices`` and whose
-    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly; with ``experts``,
-    every power-of-two EP degree that divides them and the data axis and nests with its shards."""
-    for tp, pp, cp in itertools.product(_powers_of_two(min(devices, 64)), _powers_of_two(min(devices, layers)),
-                                        CONTEXT):
-        if devices % (tp * pp * cp):
-            continue
-        data = devices // (tp * pp * cp)
-        for fsdp in _divisors(data):
-            for mbs in MICROBATCH_SEQUENCES:
-                if sequences % (data * mbs):
-                    continue
-                for ep in _expert_degrees(experts, data):
-                    yield tp, pp, cp, data // fsdp, fsdp, mbs, sequences // (data * mbs), ep
-
-
-def torus_splits(hardware) -> list[tuple[int, int]]:
-    """(M_X, M_Y): torus axes the data axis and the TP axis may span on a TPU slice, each from one to the
-    device's torus axes (the Scaling Book's placement; the layout rules keep those that fit the torus
-    and the axes' sizes); (1, 1) on a GPU."""
-    ici = hardware.level("ici") if hardware.kind == "tpu" else None
-    axes = (ici.torus_axes or 1) if ici is not None else 1
-    return [(mx, my) for mx in range(1, axes + 1) for my in range(1, axes + 1)]
-
-
-def _with_torus_axes(rows, hardware):
-    """Each candidate once per (M_X, M_Y) of :func:`torus_splits`: an axis spans more than one torus axis only
-    with at least 2 chips along each (the Scaling Book's problems may set M_X freely; a search keeps to layouts
-    a slice can hold)."""
-    import numpy as np
-
-    out = []
-    for mx, my in torus_splits(hardware):
-        keep = np.ones(len(rows), dtype=bool)
-        if mx > 1:  # a data axis (dp x fsdp) of at least 2 chips along each torus axis it spans
-            keep &= rows[:, 3] * rows[:, 4] >= 2**mx
-        if my > 1:  # likewise the TP axis
-            keep &= rows[:, 0] >= 2**my
-        reach = _torus_reach(hardware, mx, my)
-        if reach:  # and no more chips than its torus axes hold (v5p: one axis holds at most 28)
-            data, tp = rows[:, 3] * rows[:, 4], rows[:, 0]
-            keep &= np.logical_or.reduce([(data <= rx) & (tp <= ry) for rx, ry in reach])
-        chosen = rows[keep]
-        out.append(np.column_stack([chosen, np.full(len(chosen), mx), np.full(len(chosen), my)]))
-    return np.concatenate(out)
-
-
-def _with_placements(rows, hardware):
-    """Each candidate once per order of its axes on the network (inputs.placement.PLACEMENTS, the default first)
-    that places them differently: on a GPU with a fast domain, orders that give every axis (tp, cp, fsdp, dp,
-    pp) as many ranks per domain are one. MoE layouts (ep > 1) keep the default order; a TPU places its axes
-    on the torus instead (M_X, M_Y). Adds the order's index as a column."""
-    import numpy as np
-
-    fast = hardware.network[0]
-    if hardware.kind == "tpu" or fast.domain_size is None or len(hardware.network) == 1:
-        return np.column_stack([rows, np.zeros(len(rows), dtype=np.int64)])
-    size = fast.domain_size
-    degree = {"tp": rows[:, 0], "pp": rows[:, 1], "cp": rows[:, 2], "fsdp": rows[:, 4], "dp": rows[:, 3]}
-    keys = []
-    for order in PLACEMENTS:
-        per_domain, inner = {}, np.ones(len(rows), dtype=np.int64)
-        for axis in axis_order(order):  # as cost/network.py places them: ranks per domain, axis by axis
-            per_domain[axis] = np.minimum(degree[axis], np.maximum(size // inner, 1))
-            inner = inner * degree[axis]
-        key = np.zeros(len(rows), dtype=np.int64)
-        for axis in sorted(per_domain):
-            key = key * (size + 1) + per_domain[axis]
-        keys.append(key)
-    out = []
-    for i, key in enumerate(keys):
-        keep = np.ones(len(rows), dtype=bool) if i == 0 else rows[:, 7] == 1
-        for earlier in keys[:i]:
-            keep &= key != earlier
-        out.append(np.column_stack([rows[keep], np.full(int(keep.sum()), i)]))
-    return np.concatenate(out)
-
-
-def _torus_reach(hardware, mx: int, my: int) -> list[tuple[int, int]]:
-    """(most chips the data axis, most the TP axis) can hold on M_X and M_Y disjoint axes of the largest slice
-    (the ICI level's max_shape), for each way to give them axes; [] without a max_shape or on a GPU."""
-    ici = hardware.level("ici") if hardware.kind == "tpu" else None
-    shape = list(ici.max_shape or []) if ici is not None else []
-    if not shape or mx + my > len(shape):
-        return []
-    return sorted({(math.prod(shape[i] for i in data), math.prod(shape[i] for i in tp))
-                   for data in itertools.combinations(range(len(shape)), mx)
-                   for tp in itertools.combinations([i for i in range(len(shape)) if i not in data], my)})
-
-
-def _expert_degrees(experts: int, data: int) -> list[int]:
-    """EP degrees to search: 1 for a dense model, else the powers of two up to the data axis that divide E
-    (the expert axis's rules, in the evaluation's mask, reject the ones that do not fit the layout)."""
-    if not experts:
-        return [1]
-    return [e for e in _powers_of_two(data) if experts % e == 0]
-
-
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
          precision: str = "bf16", top: int = 5, headroom: float = 0.0) -> Plan:
     """The ``top`` layouts by predicted tokens/s (see the module docstring)."""
@@ -197,7 +84,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if rows.size == 0:
         raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
                              "micro-batches")
-    rows = _with_placements(_with_torus_axes(rows, hardware), hardware)
+    rows = with_placements(with_torus_axes(rows, hardware), hardware)
     placed = bool(rows[:, 10].any())  # some layout is searched in another order than the default
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside

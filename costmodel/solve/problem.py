@@ -20,7 +20,8 @@ def base_bandwidth(hardware, fsdp: int, tp: int, axis: str = "fsdp") -> float:
     (TP inside an NVLink domain, FSDP across nodes)."""
     if hardware.kind == "tpu":
         return hardware.level("ici").bandwidth_bytes_per_s
-    from costmodel.cost.network import egress_bandwidth, placement
+    from costmodel.cost.network import egress_bandwidth
+    from costmodel.cost.placement import placement
     from costmodel.cost.point import Point
 
     return egress_bandwidth(hardware, placement(hardware, Point(fsdp=fsdp, tp=tp), axis))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.cost.collectives import axis_family
-from costmodel.cost.step import mlp_gemm_shape
+from costmodel.cost.gemm import mlp_gemm_shape
 from costmodel.formulas.flops import flash_attention_hbm_bytes_per_token, matmul_intensity
 
 #: what each axis family's collectives are called on the figure
@@ -56,7 +56,7 @@ class Roofline:
 def roofline(cost, hardware) -> Roofline:
     """The parts of ``cost.step`` (a single layout, evaluated with ``hardware``) on the device's roofline.
 
-    The matmuls' GEMM is the one whose measured efficiency the step model reads (cost.step.mlp_gemm_shape)."""
+    The matmuls' GEMM is the one whose measured efficiency the step model reads (cost.gemm.mlp_gemm_shape)."""
     st, shape, point = cost.step, cost.shape, cost.point
     flops = st.hardware_flops / st.devices
     rows, cols, depth = mlp_gemm_shape(shape, point)
