@@ -79,7 +79,7 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
 
 
 def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = None, recipe: str | None = None,
-         framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0):
+         framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None):
     """The ``top`` layouts by predicted tokens/s: a list of dict rows (a pandas DataFrame if pandas is
     installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble."""
     from costmodel.solve.plan import plan as search
@@ -92,7 +92,7 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     if not 0 <= headroom <= 0.9:
         raise CostModelError(f"headroom = {headroom!r}: give a fraction of HBM from 0 to 0.9")
     result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq or spec.seq_len,
-                    framework=frame, precision=precision, top=top, headroom=headroom)
+                    framework=frame, precision=precision, top=top, headroom=headroom, document=document)
     rows = [{**p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
              "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble, "exposed_comm_s": p.exposed_comm_s}
             for p in result.best]

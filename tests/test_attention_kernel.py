@@ -200,7 +200,8 @@ def test_the_readme_ratio_of_fa2_to_cudnn_is_the_tables():
 
 def test_a_document_mask_shortens_the_calls_and_the_work():
     """Documents of 2,048 tokens packed in 8,192-token sequences (Llama 3's mask): each token attends within its
-    document, so the kernels do 2,048 / 8,192 of the causal work, at the 2,048 rows' rates."""
+    document, so attention's FLOPs are 2,048 / 8,192 of the s x s count and the kernels run at the 2,048 rows'
+    rates."""
     step = _step(Layout(tokens=8192, document=2048), "cudnn")
     s, a, d, layers = 8192, 32, 128, 32
     work = 4 * s * a * d * layers * 8192 / 2 * 2048 / s
@@ -208,10 +209,21 @@ def test_a_document_mask_shortens_the_calls_and_the_work():
     fwd, bwd = _shipped_rate("cudnn", "fwd", 128, 2048), _shipped_rate("cudnn", "bwd", 128, 2048)
     assert step.attention_rates == (fwd, bwd)
     assert step.attention_s == pytest.approx(work / (fwd * sustained) + 2.5 * work / (bwd * sustained), rel=1e-12)
-    # the GEMM path times a quarter of attention's FLOPs; the FLOP counts (MFU) keep the s x s convention
+    # the FLOP counts (MFU, HFU) count attention within documents: a quarter of it; the GEMM path times that
     whole, masked = _step(Layout(tokens=8192), "gemm"), _step(Layout(tokens=8192, document=2048), "gemm")
-    attention_hw = 3 * 4 * s * a * d * layers * 8192
-    assert masked.matmul_s == pytest.approx(whole.matmul_s * (whole.hardware_flops - 0.75 * attention_hw)
-                                            / whole.hardware_flops, rel=1e-12)
-    assert masked.model_flops == whole.model_flops
+    attention = 3 * 4 * s * a * d * layers * 8192  # fwd + bwd over the full s x s
+    assert masked.model_flops == whole.model_flops - 0.75 * attention
+    assert masked.matmul_s == pytest.approx(whole.matmul_s * masked.hardware_flops / whole.hardware_flops, rel=1e-12)
     assert _step(Layout(tokens=8192, document=65536), "cudnn").attention_s == _step(Layout(tokens=8192), "cudnn").attention_s
+
+
+def test_plan_with_a_document_mask_reproduces_with_step():
+    from costmodel.solve.plan import plan
+
+    found = plan(load_model("llama3-8b"), load_recipe("cs336"), load_hardware("h100-sxm"), devices=16,
+                 global_tokens=262144, seq=131072, document=8192, top=3).best
+    for row in found:
+        assert row.layout["document"] == 8192 and 0 < row.mfu < 1
+        step = evaluate_layout(load_model("llama3-8b"), load_recipe("cs336"), Layout(**row.layout),
+                               load_hardware("h100-sxm")).step
+        assert step.step_s == pytest.approx(row.step_s, rel=1e-9)

@@ -126,8 +126,8 @@ CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parall
                                         rich_help_panel=_ADV)]
 DocumentOpt = Annotated[Optional[int], typer.Option(
     min=1, metavar="TOKENS", help="Documents of this many tokens packed in each sequence, attention masked to "
-    "each (Llama 3's document mask): the attention kernels do D / s of the work, at length D. Step time only; "
-    "MFU keeps the s x s count.", rich_help_panel=_ADV)]
+    "each (Llama 3's document mask): attention's FLOPs (and MFU) count D / s of the s x s, its kernels run at "
+    "length D.", rich_help_panel=_ADV)]
 PlacementOpt = Annotated[str, typer.Option(
     metavar="ORDER", help="GPUs: the order the axes fill the network, innermost (NVLink) first: tp, cp, data "
     "(fsdp shards inside dp replicas) and pp, comma-separated, e.g. cp,tp,data,pp to keep a CP ring in the node. "

@@ -26,7 +26,7 @@ HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), m
 
 
 def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe, framework: str, precision: str,
-           top: int, headroom: float):
+           top: int, headroom: float, document: int | None = None):
     """(framework profile, model spec, recipe, device, sequence, the plan, its header): the search both
     commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
     from costmodel.errors import CostModelError
@@ -39,7 +39,8 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     if not length:
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
-                 framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom)
+                 framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom,
+                 document=document)
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
                              f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
@@ -59,6 +60,7 @@ def plan(
     precision: PrecisionOpt = "bf16",
     top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
     headroom: HeadroomOpt = 0.0,
+    document: o.DocumentOpt = None,
     explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
     plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
@@ -82,7 +84,7 @@ def plan(
     if explain is not None and explain > top:
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
     frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
-                                                              framework, precision, top, headroom)
+                                                              framework, precision, top, headroom, document)
     commands = [command(model, hardware, p.layout, recipe=rec.name, framework=None if frame.exact else frame.name,
                         precision=precision) for p in result.best]
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None

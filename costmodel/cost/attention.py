@@ -44,13 +44,12 @@ def attention_seconds(shape, point, hardware, kernel: str, *, forward_flops, rer
     a causal mask, ``rerun`` of them run again by recomputation, each pass at ``kernel``'s measured rate for
     the model's head dim and the key length one call sees (s / c under ring context parallelism, each step a
     block of s / c queries against s / c keys; s under all-to-all, which splits heads instead; at most a
-    document under a document mask, whose work is :func:`document_share` of it). Returns
+    document under a document mask, whose FLOPs count attention within documents). Returns
     (seconds, (forward rate, backward rate)): in letters the rates are R_fwd and R_bwd."""
     sm = hardware.step_model
     seq = shape.seq_len if point.cp_kind == "a2a" else shape.seq_len / point.cp
-    if point.document is not None:  # each document attends within itself: shorter calls, less work
+    if point.document is not None:  # each document attends within itself: shorter calls (the FLOPs count it)
         seq = minimum(seq, point.document)
-        forward_flops = forward_flops * document_share(shape, point)
     if family(seq, forward_flops) == "sympy":
         import sympy
 
@@ -62,14 +61,6 @@ def attention_seconds(shape, point, hardware, kernel: str, *, forward_flops, rer
         fwd, bwd = (attention_rate(path, kernel, d, True, shape.head_dim, seq) for d in ("fwd", "bwd"))
     return fs.attention_kernel_seconds(forward_flops=forward_flops, rerun=rerun, masked=CAUSAL_MASKED,
                                        rate_fwd=fwd, rate_bwd=bwd, sustained=sm.sustained_fraction), (fwd, bwd)
-
-
-def document_share(shape, point):
-    """Of attention's s x s work, the part a document mask leaves: D / s for documents of D tokens packed in
-    sequences of s (each token attends to the earlier tokens of its own document only); 1 without one."""
-    if point.document is None:
-        return 1
-    return minimum(point.document, shape.seq_len) / shape.seq_len
 
 
 def _table(hardware) -> str:

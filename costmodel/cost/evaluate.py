@@ -19,7 +19,7 @@ from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, stages_
 from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
 from costmodel.cost.shape import Shape
-from costmodel.mathops import family, total
+from costmodel.mathops import family, minimum, total
 from costmodel.parallel import pipeline
 from costmodel.parallel.pipeline import representative_stages
 
@@ -104,7 +104,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0)]
     stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
-    flops = step_flops(shape, point, seq_len)
+    flops = step_flops(shape, point, attention_reach(shape, point, seq_len))
     rows = step_collectives(shape, recipe, point, held)
     step = None
     if hardware is not None:
@@ -119,6 +119,15 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                              attention_kernel=kernel_of(hardware, framework, attention_kernel),
                              optimizer_params=optimizer_params(stages, recipe))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
+
+
+def attention_reach(shape, point, seq_len=None):
+    """How far attention reaches for the FLOP count: the sequence, or a document of ``point.document`` tokens
+    when attention is masked to documents (Llama 3): each token attends within its own document only."""
+    seq = shape.seq_len if seq_len is None else seq_len
+    if point.document is None or not shape.attention:
+        return seq_len
+    return minimum(point.document, seq)
 
 
 def _as_float(point: Point) -> Point:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costmodel.cost.attention import attention_seconds, document_share
+from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
@@ -170,11 +170,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     attention = flops.attention_per_token * global_tokens
     kernel = attention_kernel if shape.attention and point.flash else None
     attention_s, rates = 0, None
-    if kernel is None:  # attention's FLOPs (full s x s; within documents, their share) at the GEMM efficiency
-        skipped = (1 - document_share(shape, point)) * (attention + flops.attention_recompute_per_token
-                                                        * global_tokens)
-        matmul = matmul_seconds((busiest - routed - skipped) * imbalance / devices,
-                                attention * document_share(shape, point) * imbalance / devices,
+    if kernel is None:  # attention's FLOPs (full s x s, or within documents) at the GEMM efficiency
+        matmul = matmul_seconds((busiest - routed) * imbalance / devices, attention * imbalance / devices,
                                 hardware=hardware, efficiency=efficiency, precision=precision)
     else:  # attention's kernels at their measured rate; the GEMMs without them
         rerun = flops.attention_recompute_per_token * global_tokens

@@ -64,8 +64,9 @@ class Plan:
 
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
-         precision: str = "bf16", top: int = 5, headroom: float = 0.0) -> Plan:
-    """The ``top`` layouts by predicted tokens/s (see the module docstring)."""
+         precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None) -> Plan:
+    """The ``top`` layouts by predicted tokens/s (see the module docstring); ``document``: every layout's
+    sequences hold documents of that many tokens, attention masked to each (`step --document`)."""
     import numpy as np
 
     from costmodel.cost.evaluate import evaluate
@@ -113,7 +114,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even",
-                      placement=order[idx] if placed else DEFAULT_PLACEMENT)
+                      placement=order[idx] if placed else DEFAULT_PLACEMENT, document=document)
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
         memory = np.asarray(cost.memory_bytes, dtype=float)
@@ -134,7 +135,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 zero=zero, tokens=int(mbs[j] * seq), seq=seq, recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j]),
-                placement=PLACEMENTS[order[j]]),
+                placement=PLACEMENTS[order[j]], **({"document": document} if document else {})),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
     best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]

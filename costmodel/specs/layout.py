@@ -44,8 +44,8 @@ class Layout(Spec):
         "a micro-batch holds fewer tokens)")
     document: Annotated[int, Field(gt=0, le=bounds.SEQUENCE)] | None = Field(
         None, description="documents of this many tokens packed in each sequence, attention masked to each (Llama "
-        "3's document mask); step time only: the attention kernels skip the masked blocks, while the FLOP counts "
-        "(MFU, HFU) keep the s x s convention. Default: one document per sequence")
+        "3's document mask): attention's FLOPs (MFU, HFU) and kernels reach within a document only. Default: one "
+        "document per sequence")
     shard_activations: Annotated[float, Field(ge=0, le=1)] = Field(
         0.0, description="fraction of saved activations sharded over the fsdp axis (XXL (b): 0.5)")
     reshard_after_forward: bool = Field(
