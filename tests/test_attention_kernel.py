@@ -150,7 +150,7 @@ def test_context_parallel_ring_looks_up_the_block_length():
 
 
 def test_math_attention_stays_with_the_gemms():
-    assert _step(Layout(tokens=8192, flash=False), "fa3").attention_s == 0
+    assert _step(Layout(tokens=8192, flash=False), None).attention_s == 0  # the device's default kernel is flash
 
 
 def test_kernel_choice_order_and_errors():
@@ -214,7 +214,7 @@ def test_a_document_mask_shortens_the_calls_and_the_work():
     attention = 3 * 4 * s * a * d * layers * 8192  # fwd + bwd over the full s x s
     assert masked.model_flops == whole.model_flops - 0.75 * attention
     assert masked.matmul_s == pytest.approx(whole.matmul_s * masked.hardware_flops / whole.hardware_flops, rel=1e-12)
-    assert _step(Layout(tokens=8192, document=65536), "cudnn").attention_s == _step(Layout(tokens=8192), "cudnn").attention_s
+    assert _step(Layout(tokens=8192, document=8192), "cudnn").attention_s == _step(Layout(tokens=8192), "cudnn").attention_s
 
 
 def test_plan_with_a_document_mask_reproduces_with_step():
@@ -227,3 +227,18 @@ def test_plan_with_a_document_mask_reproduces_with_step():
         step = evaluate_layout(load_model("llama3-8b"), load_recipe("cs336"), Layout(**row.layout),
                                load_hardware("h100-sxm")).step
         assert step.step_s == pytest.approx(row.step_s, rel=1e-9)
+
+
+def test_document_and_kernel_refusals_and_math_attention():
+    with pytest.raises(CostModelError, match="--document 100,000: give 1 to the sequence's 8,192 tokens"):
+        _step(Layout(tokens=8192, document=100000), "cudnn")
+    with pytest.raises(CostModelError, match="'fa3' is a flash kernel: math attention"):
+        _step(Layout(tokens=8192, flash=False), "fa3")
+    # math attention masks a full s x s (its FLOPs do not shrink with documents); flash's varlen kernels do
+    math = _step(Layout(tokens=8192, flash=False), "gemm")
+    assert _step(Layout(tokens=8192, flash=False, document=1024), "gemm").model_flops == math.model_flops
+    from costmodel.solve.plan import plan
+
+    with pytest.raises(CostModelError, match="--document 0"):
+        plan(load_model("llama3-8b"), load_recipe("cs336"), load_hardware("h100-sxm"), devices=8, global_tokens=65536,
+             seq=8192, document=0)

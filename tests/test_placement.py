@@ -81,3 +81,14 @@ def test_the_planner_searches_orders_once_each():
         layout = Layout(**row.layout)
         step = evaluate_layout(load_model("llama3-8b"), load_recipe("cs336"), layout, H100).step
         assert step.step_s == pytest.approx(row.step_s, rel=1e-9)
+
+
+def test_the_planner_lists_each_layout_once():
+    """No layout twice (an interleaved schedule's rows once kept the no-SP pass of tp = 1 too), and no two
+    placements the model prices alike."""
+    from costmodel.solve.plan import plan
+
+    found = plan(load_model("llama3-8b"), load_recipe("cs336"), H100, devices=8, global_tokens=65536, seq=8192,
+                 top=50).best
+    keys = [(row.step_s, tuple(sorted((k, v) for k, v in row.layout.items() if k != "placement"))) for row in found]
+    assert len(keys) == len(set(keys)) == 50

@@ -18,6 +18,7 @@ from costmodel.cost.flops import StepFlops, six_n_t, step_flops
 from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, stages_memory
 from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
+from costmodel.errors import CostModelError
 from costmodel.cost.shape import Shape
 from costmodel.mathops import family, minimum, total
 from costmodel.parallel import pipeline
@@ -116,7 +117,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
                              framework_time=framework.time_on(hardware) if framework is not None else None,
-                             attention_kernel=kernel_of(hardware, framework, attention_kernel),
+                             attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
@@ -125,7 +126,7 @@ def attention_reach(shape, point, seq_len=None):
     """How far attention reaches for the FLOP count: the sequence, or a document of ``point.document`` tokens
     when attention is masked to documents (Llama 3): each token attends within its own document only."""
     seq = shape.seq_len if seq_len is None else seq_len
-    if point.document is None or not shape.attention:
+    if point.document is None or not shape.attention or not point.flash:  # math attention masks a full s x s
         return seq_len
     return minimum(point.document, seq)
 
@@ -153,6 +154,16 @@ def layout_shape(model, layout) -> Shape:
     when a micro-batch holds fewer (a replica cannot attend over more tokens than it holds)."""
     shape = Shape.of(model)
     if not shape.attention:
+        if layout.document is not None:
+            raise CostModelError(f"--document: {shape.name} has no attention to mask")
         return shape
     seq = layout.seq if layout.seq is not None else min(shape.seq_len, layout.tokens) if layout.tokens else shape.seq_len
+    check_document(layout.document, seq)
     return shape if seq == shape.seq_len else replace(shape, seq_len=seq)
+
+
+def check_document(document, seq) -> None:
+    """A document fits in a sequence: --document at most --seq (one document per sequence is the default)."""
+    if document is not None and not 1 <= document <= seq:
+        raise CostModelError(f"--document {document:,}: give 1 to the sequence's {seq:,} tokens (one document per "
+                             "sequence is the default)")

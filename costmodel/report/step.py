@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.report.common import console, emit_json, table
 from costmodel.report.tables import literal
 
@@ -30,7 +31,8 @@ def payload(cost, hardware, convention: str = "full") -> dict:
     return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
-            "mfu_convention": f"attention {convention}, against the {b.precision} peak", "hfu": b.hfu,
+            "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
+            "hfu": b.hfu, "placement": cost.point.placement,
             "precision": b.precision,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
@@ -82,8 +84,11 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
               f"range {_s(low_high[0])} - {_s(low_high[1])}" if low_high else no_range)
     out.print(t)
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
-              f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}), "
+              f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}"
+              f"{_within(cost.point.document)}), "
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
+    if cost.point.placement != DEFAULT_PLACEMENT:
+        out.print(f"Placement, innermost (fastest level) first: {cost.point.placement}")
     out.print(f"Step-model parameters: {literal(hardware.step_model.source)}")
     if cost.framework is not None and cost.framework.time is not None and not timed:
         out.print(f"{literal(cost.framework.name)}'s fitted time is for {cost.framework.time.hardware} (its runs'); "
@@ -98,6 +103,10 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                   f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))
     _memory_line(out, cost, hardware)
+
+
+def _within(document) -> str:
+    return f", within documents of {document:,} tokens" if document else ""
 
 
 def _s(seconds: float) -> str:

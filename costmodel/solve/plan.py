@@ -69,7 +69,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     sequences hold documents of that many tokens, attention masked to each (`step --document`)."""
     import numpy as np
 
-    from costmodel.cost.evaluate import evaluate
+    from costmodel.cost.evaluate import check_document, evaluate
     from costmodel.cost.point import Point
     from costmodel.cost.shape import Shape
 
@@ -77,6 +77,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         raise CostModelError(f"--global-batch {global_tokens:,} is not a whole number of --seq {seq:,} sequences")
     if hardware.step_model is None:
         raise CostModelError(f"{hardware.name} has no step_model section: plan ranks by step time")
+    check_document(document, seq)
     start = time.perf_counter()
     shape = Shape.of(model)
     shape = replace(shape, seq_len=seq) if shape.attention else shape
@@ -99,7 +100,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
-            keep = (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
+            keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
         if zero == 1 and 3 in stages:
@@ -138,7 +139,12 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 placement=PLACEMENTS[order[j]], **({"document": document} if document else {})),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
-    best = [Planned(layout, step_s, *rest) for step_s, _, layout, rest in found[:top]]
+    best, seen = [], set()
+    for step_s, memory_bytes, layout, rest in found:  # orders the model prices alike: the first (default-most)
+        key = (step_s, memory_bytes, tuple(sorted((k, v) for k, v in layout.items() if k != "placement")))
+        if key not in seen and len(best) < top:
+            seen.add(key)
+            best.append(Planned(layout, step_s, *rest))
     points = (np.concatenate([m for m, _ in cloud]), np.concatenate([r for _, r in cloud])) if cloud else ()
     return Plan(best, considered, rejected, feasible, time.perf_counter() - start, capacity, global_tokens, seq,
                 points)
