@@ -242,3 +242,18 @@ def test_document_and_kernel_refusals_and_math_attention():
     with pytest.raises(CostModelError, match="--document 0"):
         plan(load_model("llama3-8b"), load_recipe("cs336"), load_hardware("h100-sxm"), devices=8, global_tokens=65536,
              seq=8192, document=0)
+
+
+def test_plot_roofline_takes_the_kernel_and_the_document(tmp_path):
+    pytest.importorskip("matplotlib")
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "costmodel", "plot", "roofline", "--model", "llama3-8b", "--hardware",
+                          "h100-sxm", "--tokens", "8192", "--attention-kernel", "fa2", "--document", "2048", "--out",
+                          str(tmp_path / "r.png"), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    marks = {m["name"]: m["seconds"] for m in json.loads(out.stdout)["data"]["marks"]}
+    step = _step(Layout(tokens=8192, document=2048), "fa2")
+    assert marks["flash attention"] == pytest.approx(step.attention_s, rel=1e-12)

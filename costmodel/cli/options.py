@@ -124,6 +124,11 @@ ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device f
                                         rich_help_panel=_ADV)]
 CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
                                         rich_help_panel=_ADV)]
+AttentionKernelOpt = Annotated[Optional[str], typer.Option(
+    metavar="cudnn|fa2|fa3|gemm", help="Flash attention's kernel, timed at its measured rate by head dim and "
+    "sequence where the device ships a table (h100-sxm, h200, aws-p5: the FlashAttention-3 paper's H100 figures): "
+    "cudnn (Transformer Engine, NeMo/Megatron), fa2 (flash-attn 2, PyTorch SDPA), fa3; gemm: attention's "
+    "FLOPs over the full s x s at the GEMM efficiency. Default: the framework's, else the device's.")]
 DocumentOpt = Annotated[Optional[int], typer.Option(
     min=1, metavar="TOKENS", help="Documents of this many tokens packed in each sequence, attention masked to "
     "each (Llama 3's document mask): attention's FLOPs (and MFU) count D / s of the s x s, its kernels run at "

@@ -147,7 +147,7 @@ def batch_cmd(model: o.ModelOpt, out: FigureOpt, as_json: PlotJsonOpt = False, *
 
 
 @plot_app.command("roofline")
-@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my", "placement")
+@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my", "placement", "document")
 def roofline_cmd(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],
@@ -155,11 +155,12 @@ def roofline_cmd(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
+    attention_kernel: o.AttentionKernelOpt = None,
     as_json: PlotJsonOpt = False,
     *,
     layout,
 ) -> None:
-    """The step's matmuls, elementwise ops and each axis's collectives on the device's roofline (peak FLOP/s,
+    """The step's matmuls, flash attention, elementwise ops, the optimizer step and each axis's collectives on the device's roofline (peak FLOP/s,
     HBM and network bandwidths): FLOP per byte each moves against FLOP/s, log-log (what `cost4d step` times).
 
     Example: cost4d plot roofline --model llama3-70b --hardware h100-sxm --tp 8 --pp 4 --sp --fsdp 8 --tokens 8192
@@ -171,7 +172,8 @@ def roofline_cmd(
     from costmodel.solve.roofline import roofline as place
 
     check_path(out, "--out")
-    cost, device = step_cost(model, hardware, recipe, framework, layout, precision=precision)
+    cost, device = step_cost(model, hardware, recipe, framework, layout, precision=precision,
+                             attention_kernel=attention_kernel)
     spec = cost.shape
     placed = place(cost, device)
     roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout)}, {layout.tokens:,} tokens per micro-batch"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -36,11 +36,7 @@ def step(
     attention_flops: Annotated[str, typer.Option(
         metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
         "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",
-    attention_kernel: Annotated[Optional[str], typer.Option(
-        metavar="cudnn|fa2|fa3|gemm", help="Flash attention's kernel, timed at its measured rate by head dim and "
-        "sequence where the device ships a table (h100-sxm, h200, aws-p5: the FlashAttention-3 paper's H100 figures): "
-        "cudnn (Transformer Engine, NeMo/Megatron), fa2 (flash-attn 2, PyTorch SDPA), fa3; gemm: attention's "
-        "FLOPs over the full s x s at the GEMM efficiency. Default: the framework's, else the device's.")] = None,
+    attention_kernel: o.AttentionKernelOpt = None,
     as_json: o.JsonOpt = False,
     *,
     layout,
