@@ -21,13 +21,13 @@ CAUSAL_MASKED = 0.5
 def attention_kernel(hardware, framework=None, chosen: str | None = None, flash: bool = True) -> str | None:
     """The kernel a step times attention with: ``chosen`` (--attention-kernel), else the framework's where
     the hardware's table measures it, else the hardware's default; None (attention at the GEMM efficiency)
-    where the hardware has no table or ``gemm`` was chosen. A chosen kernel the table lacks is an error
-    naming those it has, as is a kernel chosen for math attention (``flash`` False)."""
+    for math attention (``flash`` False), where the hardware has no table or where ``gemm`` was chosen. A
+    chosen kernel the table lacks is an error naming those it has, as is one chosen for math attention."""
     sm = hardware.step_model
     if chosen not in (None, GEMM) and not flash:
         raise CostModelError(f"--attention-kernel {shown(chosen)} is a flash kernel: math attention (--attention "
                              "math|eager) runs as GEMMs (use --attention-kernel gemm or --attention flash)")
-    if chosen == GEMM or (chosen is None and sm.attention_table is None):
+    if not flash or chosen == GEMM or (chosen is None and sm.attention_table is None):
         return None
     if sm.attention_table is None:
         raise CostModelError(f"--attention-kernel {shown(chosen)}: {hardware.name} has no attention table "

@@ -125,10 +125,9 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
 def attention_reach(shape, point, seq_len=None):
     """How far attention reaches for the FLOP count: the sequence, or a document of ``point.document`` tokens
     when attention is masked to documents (Llama 3): each token attends within its own document only."""
-    seq = shape.seq_len if seq_len is None else seq_len
     if point.document is None or not shape.attention or not point.flash:  # math attention masks a full s x s
         return seq_len
-    return minimum(point.document, seq)
+    return minimum(point.document, shape.seq_len if seq_len is None else seq_len)
 
 
 def _as_float(point: Point) -> Point:

@@ -28,6 +28,18 @@ class StepFlops:
         return self.routed_per_token + self.padding_per_token + self.straggler_per_token
 
     @property
+    def attention_forward_per_token(self):
+        """Attention's Q K^T and A V of one forward per token (a third of its fwd + bwd)."""
+        return self.attention_per_token / 3
+
+    @property
+    def attention_rerun(self):
+        """The forwards of attention recomputation reruns, as a fraction of one (0 without recomputation)."""
+        if isinstance(self.attention_recompute_per_token, int) and self.attention_recompute_per_token == 0:
+            return 0
+        return self.attention_recompute_per_token / self.attention_forward_per_token
+
+    @property
     def per_token(self):
         """Model FLOPs per token (MFU's numerator)."""
         return self.forward_per_token + self.backward_per_token

@@ -8,6 +8,7 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from costmodel.cost.attention import attention_seconds
@@ -168,7 +169,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         share, most_layers = slowest_stage(shape, stages)
         imbalance = share * point.pp
     attention = flops.attention_per_token * global_tokens
-    kernel = attention_kernel if shape.attention and point.flash else None
+    kernel = attention_kernel if shape.attention else None
     attention_s, rates = 0, None
     if kernel is None:  # attention's FLOPs (full s x s, or within documents) at the GEMM efficiency
         matmul = matmul_seconds((busiest - routed) * imbalance / devices, attention * imbalance / devices,
@@ -177,9 +178,9 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         rerun = flops.attention_recompute_per_token * global_tokens
         matmul = matmul_seconds((busiest - routed - attention - rerun) * imbalance / devices, 0,
                                 hardware=hardware, efficiency=efficiency, precision=precision)
-        attention_s, rates = attention_seconds(shape, point, hardware, kernel, forward_flops=attention / 3 * imbalance
-                                        / devices, rerun=flops.attention_recompute_per_token * 3
-                                        / flops.attention_per_token)
+        attention_s, rates = attention_seconds(
+            shape, point, hardware, kernel, rerun=flops.attention_rerun,
+            forward_flops=flops.attention_forward_per_token * global_tokens * imbalance / devices)
     expert_efficiency = expert_matmul_efficiency(shape, point, hardware) if shape.moe else None
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
@@ -244,10 +245,5 @@ def optimizer_params(stages, recipe):
     for name, per_param in (("optimizer", recipe.optimizer_bytes), ("master_weights", recipe.master_bytes),
                             ("weights", recipe.weight_bytes)):
         if per_param:
-            held = [s.components.get(name, 0) / per_param for s in stages]
-            most = held[0]
-            for other in held[1:]:
-                most = maximum(most, other)
-            return most
+            return functools.reduce(maximum, [s.components.get(name, 0) / per_param for s in stages])
     return 0
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from costmodel.inputs.placement import PLACEMENTS, axis_order
+from costmodel.inputs.placement import PLACEMENTS
 
 MICROBATCH_SEQUENCES = (1, 2, 4, 8, 16)
 CONTEXT = (1, 2, 4, 8)
@@ -83,17 +83,17 @@ def with_placements(rows, hardware):
     fast = hardware.network[0]
     if hardware.kind == "tpu" or fast.domain_size is None or len(hardware.network) == 1:
         return np.column_stack([rows, np.zeros(len(rows), dtype=np.int64)])
+    from costmodel.cost.placement import placement
+    from costmodel.cost.point import Point
+
     size = fast.domain_size
-    degree = {"tp": rows[:, 0], "pp": rows[:, 1], "cp": rows[:, 2], "fsdp": rows[:, 4], "dp": rows[:, 3]}
+    tp, pp, cp, dp, fsdp = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4]
     keys = []
-    for order in PLACEMENTS:
-        per_domain, inner = {}, np.ones(len(rows), dtype=np.int64)
-        for axis in axis_order(order):  # as cost/network.py places them: ranks per domain, axis by axis
-            per_domain[axis] = np.minimum(degree[axis], np.maximum(size // inner, 1))
-            inner = inner * degree[axis]
+    for i in range(len(PLACEMENTS)):  # each axis's ranks per domain, as cost/placement.py places them
+        point = Point(tp=tp, pp=pp, cp=cp, dp=dp, fsdp=fsdp, placement=np.full(len(rows), i))
         key = np.zeros(len(rows), dtype=np.int64)
-        for axis in sorted(per_domain):
-            key = key * (size + 1) + per_domain[axis]
+        for axis in ("tp", "cp", "fsdp", "dp", "pp"):
+            key = key * (size + 1) + np.asarray(placement(hardware, point, axis).per_domain, dtype=np.int64)
         keys.append(key)
     out = []
     for i, key in enumerate(keys):

@@ -86,11 +86,9 @@ def _attention_bytes(cost) -> float:
     """Flash attention's HBM traffic per device per step: per token and layer (a / t query heads on a TP rank,
     k / t KV heads but at least one), over an even share of the layers and the tokens one device runs."""
     st, shape, point = cost.step, cost.shape, cost.point
-    flops = cost.flops
-    rerun = flops.attention_recompute_per_token * 3 / flops.attention_per_token
     per_token = flash_attention_hbm_bytes_per_token(heads=shape.heads / point.tp, kv_heads=max(shape.kv_heads / point.tp, 1),
                                                     head_dim=shape.head_dim, element_bytes=cost.recipe.activation_bytes,
-                                                    rerun=rerun)
+                                                    rerun=cost.flops.attention_rerun)
     tokens = st.global_tokens / point.data / point.cp  # one device's tokens per step
     return per_token * shape.layers / point.pp * tokens
 
