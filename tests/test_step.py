@@ -35,6 +35,23 @@ def test_iteration_times_as_the_readme_claims():
         assert step_breakdown(model, RECIPES["megatron"], layout, A100).step_s == pytest.approx(measured, rel=0.035)
 
 
+def test_the_readme_states_the_fitted_errors_and_leave_one_out():
+    """README: the per-model errors (+a/-b/...% for 22B/175B/530B/1T) are the step's, and 'leave-one-out within
+    X%' the fit script's worst linearised leave-one-out error."""
+    from fit_step_korthikanti import fit, parts, predict
+
+    errors = []
+    for name in TABLE:
+        model, layout, measured = korthikanti_case(name)
+        errors.append(step_breakdown(model, RECIPES["megatron"], layout, A100).step_s / measured - 1)
+    data = parts(A100)
+    loo = [predict(row, *fit([r for n, r in data.items() if n != name])) / row[-1] - 1 for name, row in data.items()]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    said = "/".join(f"{100 * e:+.1f}" for e in errors)
+    assert f"timed: {said}% for 22B/175B/530B/1T" in readme
+    assert f"leave-one-out within {100 * max(abs(e) for e in loo):.1f}%" in readme
+
+
 @pytest.mark.parametrize("name", list(TABLE))
 def test_model_flops_reproduce_the_papers_mfu(name):
     """Independent of any fit: our model FLOPs over the measured time give Table 5's MFU."""

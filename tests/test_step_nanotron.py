@@ -115,6 +115,13 @@ def test_the_fit_reproduces_the_shipped_constants_and_the_readme_figures():
         assert f"{held_out:.1%} on {held}" in readme
     errs = f.errors(sample, shipped)
     assert f"({f.within(errs, .1):.0%} within 10%, {f.within(errs, .25):.0%} within 25%)" in readme
+    flat = " ".join(readme.split())
+    assert f"median error {bare:+.1%}, a median {1 / (1 + bare):.1f}x" in flat
+    assert f"the larger of {T.kernel_factor:g} x the GPU work" in flat
+    assert (f"host floor ({1e3 * T.layer_floor_s:.2f} ms per node the TP group spans, + {1e3 * T.pipeline_tp_rank_s:.2f} "
+            f"ms per TP rank") in flat
+    assert f"adds {T.data_factor:.2f} x its modelled time" in flat
+    assert f"percentiles, {T.error_low:.0%} to {T.error_high:+.0%})" in flat
     far = [r for r in every if r.nodes >= f.LEFT_OUT_NODES]
     assert f"The {len(far)} runs on 64 nodes are left out: they ran {f.slowdown_text(far, shipped)}" in \
         " ".join(readme.split())
