@@ -4,14 +4,16 @@ each with the group's placement and its time (the one time model of :mod:`costmo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from costmodel.cost import network
-from costmodel.cost.placement import SUBGROUPS, Placement, placement, subgroup_placement
 from costmodel.cost.stage import Stage
 from costmodel.mathops import where
 from costmodel.parallel import context, data, expert, pipeline, tensor
-from costmodel.parallel.collective import Collective, listed
+from costmodel.parallel.collective import SUBGROUPS, Collective, listed
 from costmodel.parallel.pipeline import StageRole
+
+if TYPE_CHECKING:
+    from costmodel.cost.placement import Placement
 
 
 def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
@@ -76,6 +78,9 @@ class Timed:
 def timed(hardware, point, collectives: list[Collective], labels: bool = True) -> list[Timed]:
     """Each collective with its placement and time; ``labels`` names level and calibration (one layout).
     Placement and link cost are computed once per axis and op (t = latency + per_byte x S)."""
+    from costmodel.cost import network  # timing only: `memory` and `flops` never place a group
+    from costmodel.cost.placement import placement, subgroup_placement
+
     placements, costs, out, priced, seen = {}, {}, [], {}, []
     for c in collectives:
         if c.axis not in placements:

@@ -15,6 +15,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.placement import axis_order
 from costmodel.mathops import exact_div, floor_div, maximum, minimum
 from costmodel.parallel import expert
+from costmodel.parallel.collective import SUBGROUPS
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,6 @@ def subgroup_placement(hardware, point, axis: str, ranks) -> Placement:
     """Where a group of ``ranks`` adjacent ranks of ``axis`` runs (SUBGROUPS: the TP ranks that hold copies of
     one KV head, which sum those copies' gradients): inside the fast domain when ``ranks`` fit in it."""
     return _placement(hardware, point, SUBGROUPS[axis], ranks)
-
-
-#: collectives over a group of adjacent ranks of an axis -> that axis
-SUBGROUPS = {"tp-kv": "tp"}
 
 
 def _placement(hardware, point, axis: str, subgroup) -> Placement:

@@ -18,8 +18,7 @@ _COLUMNS = ("b", "m", "n", "k", "dtype", "flops_per_s")
 @lru_cache(maxsize=8)
 def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
     """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line."""
-    rows = [_row(row, path, line) for line, row in csv_rows(path, "matmul table", _COLUMNS)
-            if row["dtype"] == dtype and row["b"] == "1"]
+    rows = [_row(row, path, line) for line, row in csv_rows(path, "matmul table", _COLUMNS, {"dtype": dtype, "b": "1"})]
     if not rows:
         raise CostModelError(f"{path}: no batch-1 {dtype} rows")
     return tuple(rows)

@@ -7,6 +7,10 @@ from typing import Callable
 
 from costmodel.formulas.comms import BYTES_SENT
 
+#: collectives over a group of adjacent ranks of an axis -> that axis (tp-kv: the TP ranks that hold copies of
+#: one replicated KV head, parallel/tensor/collectives.py)
+SUBGROUPS = {"tp-kv": "tp"}
+
 
 @dataclass(frozen=True)
 class Collective:

@@ -7,7 +7,6 @@ is read from), its defaults (pipeline split, precision recipe), and the constant
 measured peaks, with the data they were fitted on.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

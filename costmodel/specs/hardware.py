@@ -4,7 +4,6 @@ Files live in ``hardware/<name>.toml`` (shipped inside the wheel as ``costmodel/
 Keys carry their units (``bandwidth_bytes_per_s``); values are stored in base units.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

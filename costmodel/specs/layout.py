@@ -1,6 +1,5 @@
 """Parallel layout: the degree of each axis, ZeRO stage, tokens resident, and the axis mapping."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

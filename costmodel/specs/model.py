@@ -1,6 +1,5 @@
 """Model specs: the FFN stack of the XXL problem and a Llama/GPT-style decoder-only transformer."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 

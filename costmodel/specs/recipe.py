@@ -1,6 +1,5 @@
 """Training recipes: the dtype of every piece of training state (bytes per parameter)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 
