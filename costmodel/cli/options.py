@@ -136,6 +136,7 @@ DocumentOpt = Annotated[Optional[int], typer.Option(
 PlacementOpt = Annotated[str, typer.Option(
     metavar="ORDER", help="GPUs: the order the axes fill the network, innermost (NVLink) first: tp, cp, data "
     "(fsdp shards inside dp replicas) and pp, comma-separated, e.g. cp,tp,data,pp to keep a CP ring in the node. "
+    "A MoE's experts take the same order: ep is the data block's innermost ranks, expert TP the tp block's. "
     "Default: tp,cp,data,pp (Megatron's).", rich_help_panel=_ADV)]
 HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
     help="HSDP: shard within groups of this many devices (sets --fsdp); --dp counts the replicas across them.",

@@ -32,10 +32,6 @@ class Placement:
     memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-#: the routed experts' view of the same devices: the EP group is the data axis's innermost ranks
-EXPERT_ORDER = ("etp", "cp", "ep", "expert-fsdp", "expert-dp", "pp")
-
-
 def _degree(point, axis: str):
     if axis == "ep":
         return point.ep
@@ -62,14 +58,14 @@ def subgroup_placement(hardware, point, axis: str, ranks) -> Placement:
 def _placement(hardware, point, axis: str, subgroup) -> Placement:
     expert_axis = axis in ("ep", "etp") or axis.startswith("expert-")
     stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
-    if expert_axis or isinstance(point.placement, str):
+    if isinstance(point.placement, str):
         inner = 1
-        for name in EXPERT_ORDER if expert_axis else axis_order(point.placement):
+        for name in axis_order(point.placement, expert_axis):
             if name == stop:
                 break
             inner = inner * _degree(point, name)
     else:  # arrays: each layout's own order (an index into inputs.placement.PLACEMENTS)
-        inner = _inner_by_layout(point, stop)
+        inner = _inner_by_layout(point, stop, expert_axis)
     if subgroup is not None:
         ranks = subgroup
     elif axis in ("data", "expert-data"):
@@ -85,19 +81,26 @@ def _placement(hardware, point, axis: str, subgroup) -> Placement:
     return Placement(axis, ranks, per_domain, ranks / per_domain)
 
 
-def _inner_by_layout(point, axis: str):
+def _inner_by_layout(point, axis: str, experts: bool):
     """Devices the axes inside ``axis`` span, each layout placed in its own order (``point.placement``: indices
-    into PLACEMENTS): the product of the degrees of the blocks before ``axis``'s block, and for dp its fsdp."""
+    into PLACEMENTS): the product of the degrees of the blocks before ``axis``'s block, and of the axes inside
+    it in its own block (dp: its fsdp; the experts' data block: ep, then expert-fsdp)."""
     import numpy as np
 
-    from costmodel.inputs.placement import BLOCKS, PLACEMENTS
+    from costmodel.inputs.placement import BLOCKS, DENSE_AXES, EXPERT_AXES, PLACEMENTS
 
+    axes = EXPERT_AXES if experts else DENSE_AXES
     position = np.array([[order.split(",").index(block) for block in BLOCKS] for order in PLACEMENTS])[point.placement]
-    degree = {"tp": point.tp, "cp": point.cp, "data": point.data, "pp": point.pp}
-    mine = position[:, BLOCKS.index({"fsdp": "data", "dp": "data"}.get(axis, axis))]
-    inner = point.fsdp if axis == "dp" else 1
+    own = next(block for block in BLOCKS if axis in axes[block])
+    inner = 1
+    for name in axes[own][:axes[own].index(axis)]:
+        inner = inner * _degree(point, name)
+    mine = position[:, BLOCKS.index(own)]
     for i, block in enumerate(BLOCKS):
-        inner = inner * np.where(position[:, i] < mine, degree[block], 1)
+        degree = 1
+        for name in axes[block]:
+            degree = degree * _degree(point, name)
+        inner = inner * np.where(position[:, i] < mine, degree, 1)
     return inner
 
 

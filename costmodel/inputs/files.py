@@ -15,11 +15,6 @@ from pathlib import Path
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEPTH
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 #: largest spec or results file (real ones are kilobytes)
 SPEC_LIMIT = 4 * 2**20
 #: largest log or table: an nccl-tests sweep is ~10 kB, so this holds hundreds of sweeps, and the
@@ -122,6 +117,10 @@ def parse_document(text: str, where: str, kind: str) -> dict:
     """A JSON or TOML document (``kind``) as a dict of fields, or one line saying where it is malformed.
 
     Numbers too long for Python (> 4,300 digits) and nesting too deep to parse are malformed too."""
+    try:  # imported here: the TOML parser compiles its patterns at import, and most commands read no file
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
     try:
         data = json.loads(text) if kind == "json" else tomllib.loads(text)
     except json.JSONDecodeError as err:

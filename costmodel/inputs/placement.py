@@ -14,7 +14,15 @@ DEFAULT_PLACEMENT = ",".join(BLOCKS)
 PLACEMENTS = tuple(",".join(order) for order in itertools.permutations(BLOCKS))
 
 
-def axis_order(placement: str) -> tuple:
-    """The axes innermost first for a placement (``tp,cp,data,pp`` or another order of those blocks): data is
-    fsdp then dp."""
-    return tuple(name for block in placement.split(",") for name in (("fsdp", "dp") if block == "data" else (block,)))
+#: each block's axes innermost first, as the dense layers see the devices: data is fsdp inside dp
+DENSE_AXES = {"tp": ("tp",), "cp": ("cp",), "data": ("fsdp", "dp"), "pp": ("pp",)}
+#: and as the routed experts see the same devices: the expert-parallel group is the data block's innermost
+#: ranks, expert TP the tp block's (Megatron-core's expert rank generator takes the same order)
+EXPERT_AXES = {"tp": ("etp",), "cp": ("cp",), "data": ("ep", "expert-fsdp", "expert-dp"), "pp": ("pp",)}
+
+
+def axis_order(placement: str, experts: bool = False) -> tuple:
+    """The axes innermost first for a placement (``tp,cp,data,pp`` or another order of those blocks), as the
+    dense layers see them or (``experts``) as the routed experts do."""
+    blocks = EXPERT_AXES if experts else DENSE_AXES
+    return tuple(name for block in placement.split(",") for name in blocks[block])

@@ -76,8 +76,8 @@ def with_torus_axes(rows, hardware):
 def with_placements(rows, hardware):
     """Each candidate once per order of its axes on the network (inputs.placement.PLACEMENTS, the default first)
     that places them differently: on a GPU with a fast domain, orders that give every axis (tp, cp, fsdp, dp,
-    pp) as many ranks per domain are one. MoE layouts (ep > 1) keep the default order; a TPU places its axes
-    on the torus instead (M_X, M_Y). Adds the order's index as a column."""
+    pp, and a MoE's ep, expert-fsdp and expert-dp) as many ranks per domain are one. A TPU places its axes on
+    the torus instead (M_X, M_Y). Adds the order's index as a column."""
     import numpy as np
 
     fast = hardware.network[0]
@@ -87,17 +87,18 @@ def with_placements(rows, hardware):
     from costmodel.cost.point import Point
 
     size = fast.domain_size
-    tp, pp, cp, dp, fsdp = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4]
+    tp, pp, cp, dp, fsdp, ep = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4], rows[:, 7]
+    axes = ("tp", "cp", "fsdp", "dp", "pp") + (("ep", "expert-fsdp", "expert-dp") if (ep > 1).any() else ())
     keys = []
     for i in range(len(PLACEMENTS)):  # each axis's ranks per domain, as cost/placement.py places them
-        point = Point(tp=tp, pp=pp, cp=cp, dp=dp, fsdp=fsdp, placement=np.full(len(rows), i))
+        point = Point(tp=tp, pp=pp, cp=cp, dp=dp, fsdp=fsdp, ep=ep, placement=np.full(len(rows), i))
         key = np.zeros(len(rows), dtype=np.int64)
-        for axis in ("tp", "cp", "fsdp", "dp", "pp"):
+        for axis in axes:
             key = key * (size + 1) + np.asarray(placement(hardware, point, axis).per_domain, dtype=np.int64)
         keys.append(key)
     out = []
     for i, key in enumerate(keys):
-        keep = np.ones(len(rows), dtype=bool) if i == 0 else rows[:, 7] == 1
+        keep = np.ones(len(rows), dtype=bool)
         for earlier in keys[:i]:
             keep &= key != earlier
         out.append(np.column_stack([rows[keep], np.full(int(keep.sum()), i)]))

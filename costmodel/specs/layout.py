@@ -107,8 +107,6 @@ class Layout(Spec):
         if self.placement not in PLACEMENTS:
             raise ValueError(f"--placement {self.placement[:60]!r}: give tp, cp, data and pp once each, innermost "
                              f"first, comma-separated (default {DEFAULT_PLACEMENT})")
-        if self.placement != DEFAULT_PLACEMENT and self.ep > 1:
-            raise ValueError("--placement with --ep > 1: the experts' axes keep the default order (not modelled)")
         if self.schedule == "interleaved" and self.pp > 1 and self.m % self.pp:
             raise ValueError(f"--schedule interleaved needs --microbatches a multiple of --pp "
                              f"({self.m} % {self.pp} != 0)")
