@@ -204,3 +204,17 @@ def test_tpu_search_keeps_to_what_the_torus_axes_hold():
     assert max(data for data, _ in _torus_reach(v5p, 1, 1)) == 28
     result = plan(load_model("llama3-8b"), load_recipe("cs336"), v5p, devices=64, global_tokens=2**20, seq=8192, top=20)
     assert all(p.layout["mx"] > 1 for p in result.best if p.layout["dp"] * p.layout["fsdp"] > 28)
+
+
+def test_why_names_every_part_of_the_step():
+    """llama3-8b on 16 GPUs: fsdp 16 beats dp 2 x fsdp 8 by its optimizer step alone (the same GEMMs and
+    attention, data traffic hidden either way, half the parameters per device to update), and the one-line
+    reason says so rather than naming a part that differs by nothing."""
+    from costmodel.solve.plan import WHY_PARTS, why
+
+    found = plan(load_model("llama3-8b"), load_recipe("cs336"), H100, devices=16, global_tokens=2**20, seq=8192,
+                 top=2).best
+    assert [(row.layout["dp"], row.layout["fsdp"]) for row in found] == [(1, 16), (2, 8)]
+    assert why(*found).endswith("the largest difference is the optimizer step: "
+                                f"{found[1].parts['optimizer_s'] - found[0].parts['optimizer_s']:.3f} s less per step")
+    assert set(WHY_PARTS) | {"data_comm_s"} == set(found[0].parts)  # every part the step adds is named

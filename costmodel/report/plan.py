@@ -23,6 +23,13 @@ def _layout_text(layout: dict) -> str:
     return ", ".join(parts)
 
 
+def _range(row: dict) -> str:
+    """The step's error range (step_s_low-step_s_high), or - where the step model has none."""
+    if row.get("step_s_low") is None:
+        return "-"
+    return f"{row['step_s_low']:.3f}-{row['step_s_high']:.3f}"
+
+
 def payload(result, commands: list[str], header: dict, details=None) -> dict:
     return {**header, "considered": result.considered, "rejected": result.rejected, "feasible": result.feasible,
             "seconds": result.seconds, "capacity_bytes": result.capacity_bytes,
@@ -42,20 +49,23 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     out.print(f"[bold]{literal(header['model'])}[/] on {header['devices']:,} x {literal(header['hardware'])}, "
               f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
               f"framework {header['framework']}, {header['precision']}")
-    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">bubble",
-              ">exposed s", "layout")
+    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">range s",
+              ">bubble", ">exposed s", "layout")
     for row in data["layouts"]:
         memory = (VERDICTS[row["memory_verdict"]]
                   + (" (step)" if row["peak_phase"] == "optimizer step" else "")) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
-                  f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", f"{row['bubble_fraction']:.1%}",
-                  f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
+                  f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
+                  f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
     out.print(t)
     if reason:
         out.print(reason)
     rejected = "; ".join(f"{count:,} by {why}" for why, count in result.rejected.items())
     out.print(f"Considered {result.considered:,} layouts: rejected {rejected}; {result.feasible:,} feasible; "
               f"{result.seconds:.2f} s ({result.considered / max(result.seconds, 1e-9):,.0f} layouts/s).")
+    if any("step_s_low" in row for row in data["layouts"]):
+        out.print("range s: the step time's error range, from the step model's residuals on its training runs "
+                  "(`cost4d step` prints its source)")
     out.print("Reproduce a row: " + (commands[0] if commands else "-"))
     for i, cmd in enumerate(commands[1:], start=2):
         out.print(f"  #{i}: {cmd}")

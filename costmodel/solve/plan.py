@@ -179,6 +179,14 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
     return "cost4d step " + " ".join(flags)
 
 
+#: the parts of a step (its breakdown) that add up to its time, as `why` names them; the data axis counts by its
+#: exposed share (data_comm_s is its traffic, mostly hidden)
+WHY_PARTS = {"matmul_s": "matmul time", "attention_s": "flash attention kernels", "elementwise_s": "memory-bound ops",
+             "tp_s": "TP communication", "cp_s": "CP communication", "ep_s": "MoE all-to-alls",
+             "p2p_s": "pipeline sends", "framework_s": "the framework's kernels and host floor",
+             "data_exposed_s": "exposed data-axis traffic", "optimizer_s": "the optimizer step"}
+
+
 def why(first: Planned, second: Planned) -> str:
     """The part of the step that differs most between the best two layouts, in one line."""
     if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
@@ -188,13 +196,10 @@ def why(first: Planned, second: Planned) -> str:
         if a == b:  # closer than 0.1 GiB: the bytes say which
             a, b = (f"{p.memory_bytes:,.0f} B" for p in (first, second))
         return f"#1 and #2 tie on step time; #1 needs less memory ({a} against {b})"
-    labels = {"matmul_s": "matmul time", "elementwise_s": "memory-bound ops", "tp_s": "TP communication",
-              "cp_s": "CP communication", "ep_s": "MoE all-to-alls", "p2p_s": "pipeline sends",
-              "framework_s": "the framework's kernels and host floor", "data_exposed_s": "exposed data-axis traffic"}
-    gaps = {k: second.parts[k] - first.parts[k] for k in labels}
+    gaps = {k: second.parts[k] - first.parts[k] for k in WHY_PARTS}
     bubble = second.step_s * second.bubble - first.step_s * first.bubble
     name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))
-    label = "pipeline bubble" if name == "bubble" else labels[name]
+    label = "pipeline bubble" if name == "bubble" else WHY_PARTS[name]
     return (f"#1 is {second.step_s / first.step_s - 1:.1%} faster than #2; the largest difference is {label}: "
             f"{abs(gap):.3f} s {'less' if gap > 0 else 'more'} per step")
 
