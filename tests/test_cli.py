@@ -241,6 +241,28 @@ def test_help_lists_every_command_in_order():
     assert listed == list(COMMANDS)
 
 
+def _every_command(command, path=()):
+    """(path, click command) of the app and every command and sub-group beneath it."""
+    yield path, command
+    for name in getattr(command, "commands", {}):
+        yield from _every_command(command.commands[name], (*path, name))
+
+
+def test_flags_show_no_type_in_help():
+    """A flag takes no value: no help page prints `<bool>` beside one (typer >= 0.2x does by default), and each
+    valued option still shows what it takes."""
+    import typer.main
+
+    pages = 0
+    for path, _ in _every_command(typer.main.get_command(app)):
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "160"})
+        assert result.exit_code == 0, path
+        assert "<bool>" not in result.stdout, path
+        pages += 1
+    assert pages > 30
+    assert "NAME|FILE" in runner.invoke(app, ["memory", "--help"], env={"COLUMNS": "160"}).stdout
+
+
 def test_unknown_command_suggests_the_close_one():
     result = cost4d("memroy", "--model", "xxl")
     assert result.returncode == 2 and "No such command 'memroy'" in result.stderr and "'memory'" in result.stderr

@@ -11,7 +11,7 @@ import functools
 from collections.abc import MutableMapping
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from costmodel.errors import CostModelError
 
@@ -41,6 +41,10 @@ def _load(module: str) -> dict:
         instance = apps.pop()
         for info in instance.registered_commands:
             info.callback = with_plain(info.callback)
+            info.cls = Command if info.cls in (None, TyperCommand) else info.cls
+        for group in instance.registered_groups:
+            if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # add_typer's default (a placeholder)
+                group.cls = Group
         apps += [group.typer_instance for group in instance.registered_groups]
     return dict(typer.main.get_group(holder).commands)
 
@@ -69,7 +73,27 @@ class _Commands(MutableMapping):
         del self._built[name]
 
 
-class LazyGroup(TyperGroup):
+class _UntypedFlags:
+    """A flag takes no value, so its help shows no type: typer >= 0.2x prints ``<bool>`` beside each flag
+    (--json, --sp, --help), as if it wanted one."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class Command(_UntypedFlags, TyperCommand):
+    """Every `cost4d` command."""
+
+
+class Group(_UntypedFlags, TyperGroup):
+    """Every `cost4d` sub-group (solve, explain, plot, ...)."""
+
+
+class LazyGroup(_UntypedFlags, TyperGroup):
     """The `cost4d` group: a command's module is imported, and its options built, only when it runs."""
 
     def __init__(self, **attrs):

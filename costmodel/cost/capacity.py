@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Reading:
+    """The unsharded state against one reading of a device's HBM capacity."""
+
     convention: str  # si | nominal | usable
     label: str
     capacity_bytes: float

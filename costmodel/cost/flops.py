@@ -11,6 +11,8 @@ from costmodel.parallel.expert import routed_factor
 
 @dataclass(frozen=True)
 class StepFlops:
+    """FLOPs of one step per token and per device: the model's (MFU) and those recomputed (HFU)."""
+
     forward_per_token: object
     backward_per_token: object
     tokens: object  # tokens of one model replica's micro-batch

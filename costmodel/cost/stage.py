@@ -11,6 +11,8 @@ from costmodel.parallel.pipeline import StageRole
 
 @dataclass(frozen=True)
 class Stage:
+    """What one pipeline stage's device holds: its layers, parameters and saved activations."""
+
     role: StageRole
     layers: object
     params: object  # on one device, before data-axis sharding

@@ -29,6 +29,8 @@ PRECISIONS = ("bf16", "fp8")
 
 @dataclass(frozen=True)
 class StepTime:
+    """One step's time by part: each on the critical path or hidden behind compute, with its range."""
+
     matmul_s: object
     elementwise_s: object
     tp_s: object

@@ -30,6 +30,8 @@ class Part:
 
 @dataclass(frozen=True)
 class Homework:
+    """One generated problem set: its parts, conventions and worked answer key."""
+
     kind: str
     seed: int
     title: str

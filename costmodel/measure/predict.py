@@ -13,6 +13,8 @@ from costmodel.formulas.comms import MODELLED
 
 @dataclass(frozen=True)
 class Prediction:
+    """A collective's predicted time, the network level and formula used, and whether calibrated."""
+
     seconds: float
     level: str
     algorithm: str  # the formula used: ring, nvls, hierarchical, or NCCL's pick as algorithm/protocol

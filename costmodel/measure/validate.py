@@ -24,6 +24,8 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class Row:
+    """One measured size of one collective from a log, with its predicted time."""
+
     collective: str
     algorithm: str
     bytes: int
@@ -81,6 +83,8 @@ def summary(rows: list[Row], min_bytes: int = MIB) -> dict:
 
 @dataclass(frozen=True)
 class Fit:
+    """A latency and bandwidth fitted to one collective's measured sizes on one group."""
+
     collective: str
     algorithm: str
     level: str

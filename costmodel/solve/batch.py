@@ -70,6 +70,8 @@ class BatchProblem:
 
 @dataclass(frozen=True)
 class BatchAnswer:
+    """The per-device batch at which a layout turns compute-bound, and the term that binds."""
+
     problem: BatchProblem
     per_device_batch: float  # B/N, tokens; inf when never compute-bound
     binding_term: str  # fsdp | tp | none

@@ -18,6 +18,8 @@ from costmodel.errors import CostModelError
 
 @dataclass(frozen=True)
 class EpAnswer:
+    """The smallest expert-parallel degree that fits, and the bytes each degree tried needs."""
+
     ep: int | None  # None when no admissible degree fits
     need_bytes: float  # at ``ep`` (or at the largest admissible degree when none fits)
     limit_bytes: float

@@ -15,6 +15,8 @@ from costmodel.formulas import scaling as sc
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a derivation: the formula in letters, the values substituted, the result."""
+
     title: str
     formula: object | None  # sympy expression or relation, in letters
     values: str  # the letters' values, substituted

@@ -18,6 +18,8 @@ from costmodel.cost.evaluate import evaluate_layout
 
 @dataclass(frozen=True)
 class FsdpAnswer:
+    """The smallest FSDP shard count that fits, with the replicated and sharded bytes it splits."""
+
     n_fsdp: int | None  # None when no N fits
     threshold: float  # N must exceed this (b / (limit - a)); inf when impossible
     replicated_bytes: float  # a: what no N shards

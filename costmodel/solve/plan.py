@@ -52,6 +52,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Plan:
+    """A search's best layouts and what it did: layouts considered, rejected by which rule, time."""
+
     best: list[Planned]
     considered: int
     rejected: dict  # reason -> count

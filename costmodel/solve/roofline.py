@@ -46,6 +46,8 @@ class Mark:
 
 @dataclass(frozen=True)
 class Roofline:
+    """A step's kernels and collectives on a roofline: the peak, the bandwidth roofs, the marks."""
+
     peak_flops: float  # C at the step's precision (dense)
     precision: str
     roofs: dict  # name -> bandwidth (B/s): HBM, then each network level, fastest first

@@ -14,6 +14,8 @@ from costmodel.solve.batch import BatchProblem, solve_batch
 
 @dataclass(frozen=True)
 class Split:
+    """One split of a TPU slice between the FSDP (X) and TP (Y) axes, and its compute-bound batch."""
+
     x: int
     y: int
     mx: int
@@ -24,6 +26,8 @@ class Split:
 
 @dataclass(frozen=True)
 class SplitAnswer:
+    """The continuous optimum of the FSDP/TP split and the best whole split a slice allows."""
+
     x_opt: float  # continuous X_opt at the threshold batch
     continuous_per_device_batch: float
     best: Split | None

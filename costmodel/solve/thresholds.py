@@ -13,6 +13,8 @@ from costmodel.formulas import scaling as sc
 
 @dataclass(frozen=True)
 class Threshold:
+    """The batch above which one strategy is compute-bound, with its condition in letters."""
+
     strategy: str
     condition: str  # what must hold, in Scaling Book letters
     value: float

@@ -32,6 +32,8 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 
 @dataclass(frozen=True)
 class Op:
+    """One pass of one micro-batch on one pipeline stage, with its start and end."""
+
     stage: int
     kind: str  # F, B (the whole backward, or ZB-H1's input gradient) or W (ZB-H1's weight gradient)
     microbatch: int

@@ -13,6 +13,8 @@ from costmodel.solve.split import optimize_split
 
 @dataclass(frozen=True)
 class WhatIf:
+    """How the compute-bound batch moves under one change of the layout or hardware."""
+
     key: str  # stable identifier for scripts and notebooks
     change: str
     per_device_batch: float
