@@ -13,7 +13,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.formulas import activations, comms, flops, memory, overheads, params, pipeline, scaling
+from costmodel.formulas import activations, comms, flops, memory, memory_bound, overheads, params, pipeline, scaling
 
 STRUCTURE = {
     "gated": [False, True], "bias": [False, True], "with_bias": [False, True],
@@ -27,7 +27,7 @@ STRUCTURE = {
 
 
 def _formulas():
-    for module in (params, flops, memory, comms, activations, pipeline, scaling, overheads):
+    for module in (params, flops, memory, comms, activations, pipeline, scaling, overheads, memory_bound):
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if fn.__module__ == module.__name__ and not name.startswith("_"):
                 yield pytest.param(fn, id=f"{module.__name__.split('.')[-1]}.{name}")

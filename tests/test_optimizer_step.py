@@ -10,7 +10,7 @@ from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 
 LLAMA3_8B = 8_030_261_248  # parameters (Hugging Face meta-llama/Meta-Llama-3-8B)
-HBM = 3.35e12  # h100-sxm, B/s
+HBM = 3.35e12 * 0.897  # h100-sxm: W_HBM x the measured memory-bound kernel's efficiency, B/s
 
 
 def _step(recipe: str, layout: Layout):

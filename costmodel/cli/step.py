@@ -72,7 +72,7 @@ def step_cost(model: str, hardware: str, recipe, framework: str, layout, **optio
     if layout.tokens == 0:
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
-        raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, elementwise passes)")
+        raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, achieved HBM bandwidth)")
     return evaluate_layout(spec, rec, layout, device, framework=None if frame.exact else frame, **options), device
 
 

@@ -43,7 +43,7 @@ def mlp_gemm_shape(shape, point) -> tuple:
 def _isolated_efficiency(shape, point, hardware, m=None, n=None, name: str = "e_mm"):
     sm = hardware.step_model
     if sm is None:
-        raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, elementwise passes)")
+        raise CostModelError(f"{hardware.name} has no step_model section (matmul efficiency, achieved HBM bandwidth)")
     if sm.matmul_table:
         if m is None:
             m, n, _ = mlp_gemm_shape(shape, point)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
@@ -18,6 +19,7 @@ from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
 from costmodel.cost.placement import placement
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
+from costmodel.formulas import memory_bound as mb
 from costmodel.formulas import step as fs
 from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
 from costmodel.parallel import pipeline
@@ -187,13 +189,11 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
-    heads, seq = (shape.heads, shape.seq_len) if shape.attention else (0, 0)
-    width = shape.width if shape.attention else shape.width + shape.mlp_width
-    elementwise = fs.elementwise_seconds(
-        tokens=exact_div(point.tokens, point.cp) * point.micro_steps, layers=most_layers,
-        hidden=width, heads=heads, seq_len=seq, act_bytes=recipe.activation_bytes,
-        passes=hardware.step_model.elementwise_passes, tp=point.tp, hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
-        flash=point.flash)
+    per_token = (memory_bound.layer_bytes(shape, point, recipe.activation_bytes) * most_layers
+                 + memory_bound.ends_bytes(shape, point, recipe.activation_bytes))
+    elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
+                                 hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
+                                 efficiency=hardware.step_model.hbm_efficiency)
     by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0, "ep": 0}
     for row in timed:
         family_ = axis_family(row.collective.axis)
@@ -220,9 +220,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]
         overlap = "none"  # what the fitted time assumes, whatever --overlap said: the output must say so
-    optimizer = fs.optimizer_step_seconds(params=optimizer_params, bytes_per_param=fs.optimizer_step_bytes_per_param(
+    optimizer = mb.hbm_seconds(hbm_bytes=optimizer_params * fs.optimizer_step_bytes_per_param(
         master=recipe.master_bytes, grads=recipe.grad_bytes, optimizer=recipe.optimizer_bytes,
-        weights=recipe.weight_bytes), hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s)
+        weights=recipe.weight_bytes), hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
+        efficiency=hardware.step_model.hbm_efficiency)
     step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed + optimizer
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,

@@ -36,22 +36,6 @@ def optimizer_step_bytes_per_param(*, master, grads, optimizer, weights):
     return 2 * master + grads + 2 * optimizer + weights
 
 
-def optimizer_step_seconds(*, params, bytes_per_param, hbm_bandwidth):
-    """The optimizer step, memory-bound: the ``params`` this device updates (its ZeRO shard) times the bytes
-    each moves, at HBM bandwidth: T = P b / W_HBM. It runs once per step, after the last backward."""
-    return params * bytes_per_param / hbm_bandwidth
-
-
-def elementwise_seconds(*, tokens, layers, hidden, heads, seq_len, act_bytes, passes, tp, hbm_bandwidth,
-                        flash=False):
-    """Memory-bound non-matmul ops: ``passes`` reads/writes of the (h + a s)-element activation
-    per token and layer (norms, dropout, GeLU over h; softmax and its mask over a s), split over t,
-    at HBM bandwidth. Flash attention keeps the softmax on chip: the a s term goes.
-    ``passes`` is a fitted parameter of the hardware's step model."""
-    scores = 0 if flash else heads * seq_len
-    return passes * tokens * layers * (hidden + scores) * act_bytes / (tp * hbm_bandwidth)
-
-
 def pipelined_seconds(*, critical, bubble):
     """Work on the critical path stretched by the pipeline bubble: W / (1 - bubble fraction).
 

@@ -68,10 +68,11 @@ def roofline(cost, hardware) -> Roofline:
     marks = [Mark("matmuls", "HBM", flops, flops / intensity, st.matmul_s)]
     if st.attention_s > 0:  # flash attention's kernels: their own part where the device has a table
         marks.append(Mark("flash attention", "HBM", flops, _attention_bytes(cost), st.attention_s))
+    achieved = hbm * hardware.step_model.hbm_efficiency  # memory-bound parts: their time is their bytes over it
     if st.elementwise_s > 0:
-        marks.append(Mark("elementwise ops", "HBM", flops, st.elementwise_s * hbm, st.elementwise_s))
-    if st.optimizer_s > 0:  # memory-bound: its time is its bytes over HBM bandwidth
-        marks.append(Mark("optimizer step", "HBM", flops, st.optimizer_s * hbm, st.optimizer_s))
+        marks.append(Mark("elementwise ops", "HBM", flops, st.elementwise_s * achieved, st.elementwise_s))
+    if st.optimizer_s > 0:
+        marks.append(Mark("optimizer step", "HBM", flops, st.optimizer_s * achieved, st.optimizer_s))
     axes: dict[str, list] = {}
     for row in cost.collectives:
         axes.setdefault(axis_family(row.collective.axis), []).append(row)

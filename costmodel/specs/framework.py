@@ -130,10 +130,10 @@ FRAMEWORKS: dict[str, Framework] = {
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime.builtin(
-                hardware="h100-sxm", kernel_factor=1.235, layer_floor_s=0.004412, pipeline_tp_rank_s=0.002074, data_factor=7.293,
-                error_low=-0.889, error_high=0.267,
+                hardware="h100-sxm", kernel_factor=1.047, layer_floor_s=0.004391, pipeline_tp_rank_s=0.002079, data_factor=8.079,
+                error_low=-0.884, error_high=0.324,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
-                "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 4.0x slower than predicted, are "
+                "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 3.9x slower than predicted, are "
                 "left out), on h100-sxm's step model"),
             fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
             "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "

@@ -117,9 +117,9 @@ class StepModel(Spec):
         None, description="smallest predicted / measured - 1 of the fit's rows, held out and fitted (the printed band)")
     error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
         None, description="largest predicted / measured - 1 of the fit's rows, held out and fitted")
-    elementwise_passes: Annotated[float, Field(ge=0, le=1e4)] = Field(
-        description="HBM passes over a (h + a s)-element activation per token and layer by the non-matmul "
-        "ops (norms, softmax, dropout, activations), in the activation dtype")
+    hbm_efficiency: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="the fraction of HBM bandwidth memory-bound kernels (norms, activations, residual adds, "
+        "the optimizer step) achieve: a measured copy or elementwise kernel's bandwidth over the spec's")
     source: Text
 
     @model_validator(mode="after")

@@ -1,0 +1,76 @@
+"""The memory-bound ops of a layer and of the model's ends, in HBM bytes per token on one device: the formulas
+of formulas/memory_bound.py wired to a shape and a layout.
+
+Under TP the F-wide and per-head ops are split t ways; the residual stream's (norms, residual adds, dropout,
+MoE dispatch) only with sequence parallelism, which splits the tokens (without SP every TP rank repeats them).
+Full recomputation (and every K layers) reruns each forward op once; selective recomputation reruns only the
+attention core: math attention's softmax and dropout (flash attention keeps its softmax on chip).
+"""
+
+from __future__ import annotations
+
+from costmodel.formulas import memory_bound as mb
+from costmodel.mathops import above_one, where
+from costmodel.parallel import expert
+
+
+def _reruns(point) -> int:
+    return 1 if point.recompute in ("full", "every") else 0
+
+
+def layer_bytes(shape, point, act_bytes):
+    """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token."""
+    r = _reruns(point)
+    if not shape.attention:  # the FFN stack: its nonlinearity only
+        if shape.activation == "none":
+            return 0
+        return _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r)
+    stream = shape.width / point.tp if point.sp else shape.width
+    out = (shape.norms_per_layer * mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=r)
+           + 2 * mb.residual_add_bytes(width=stream, act_bytes=act_bytes, reruns=r))
+    if shape.dropout:  # after attention and after the MLP, fused into the residual add
+        out = out + 2 * mb.dropout_mask_bytes(width=stream, reruns=r)
+    if shape.qk_norm:
+        out = out + mb.norm_bytes(width=(shape.heads + shape.kv_heads) * shape.head_dim / point.tp,
+                                  act_bytes=act_bytes, reruns=r)
+    if shape.mla:  # the latents' norms (replicated across TP); RoPE on d_r of each query head and the shared key
+        out = out + mb.norm_bytes(width=shape.kv_rank + shape.q_rank, act_bytes=act_bytes, reruns=r)
+        out = out + mb.rotary_bytes(q_width=shape.heads * shape.rope_dim / point.tp, k_width=shape.rope_dim,
+                                    act_bytes=act_bytes, reruns=r)
+    elif not shape.learned_positions:
+        out = out + mb.rotary_bytes(q_width=shape.heads * shape.head_dim / point.tp,
+                                    k_width=shape.kv_heads * shape.head_dim / point.tp, act_bytes=act_bytes, reruns=r)
+    if not point.flash:  # math attention: the softmax (and dropout) over a s scores, rerun by any recomputation
+        core = 1 if point.recompute != "none" else 0
+        heads = shape.heads / point.tp
+        out = out + mb.softmax_bytes(heads=heads, seq_len=shape.seq_len, act_bytes=act_bytes, reruns=core)
+        if shape.dropout:
+            out = out + mb.attention_dropout_bytes(heads=heads, seq_len=shape.seq_len, act_bytes=act_bytes,
+                                                   reruns=core)
+    if not shape.moe:
+        return out + _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r)
+    routed = shape.expert_width * shape.top_k * expert.routed_factor(shape, point) / expert.expert_tp(point)
+    out = out + _mlp(routed, shape.gated, act_bytes, r) + mb.token_routing_bytes(
+        width=stream, top_k=shape.top_k, act_bytes=act_bytes, reruns=r)
+    if shape.shared_width:
+        out = out + _mlp(shape.shared_width / point.tp, shape.gated, act_bytes, r)
+    return out
+
+
+def _mlp(width, gated: bool, act_bytes, reruns):
+    if gated:
+        return mb.glu_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)
+    return mb.activation_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)
+
+
+def ends_bytes(shape, point, act_bytes):
+    """The model's ends on the stage that runs them, per token: the final norm and the cross-entropy over the
+    vocabulary (split t ways when vocab-parallel) on the last stage, and the embedding's lookup with one stage.
+    (With a pipeline the step counts the last stage's: it runs the output layer, and sets the pace.)"""
+    if not shape.attention:
+        return 0
+    stream = shape.width / point.tp if point.sp else shape.width
+    vocab = shape.vocab / point.tp if point.tp_ends == "vocab-parallel" else shape.vocab
+    out = (mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=0)
+           + mb.cross_entropy_bytes(vocab=vocab, act_bytes=act_bytes))
+    return out + where(above_one(point.pp), 0, mb.embedding_bytes(width=stream, act_bytes=act_bytes))

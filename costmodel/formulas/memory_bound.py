@@ -1,0 +1,106 @@
+"""HBM bytes the memory-bound (non-matmul) ops of a training step move, op by op, per token.
+
+Each op is one kernel that reads each input once and writes each output once (``b``: bytes per activation
+element). A formula gives one op's forward, its backward, and ``reruns`` more forwards (1 under full
+recomputation, 0 otherwise). The kernels are Megatron-core's with Transformer Engine, which NeMo, Megatron-LM
+and the DGXC recipes run: TE's fused norms (transformer_engine/common/normalization/rmsnorm/
+rmsnorm_fwd_kernels.cuh, rmsnorm_bwd_kernels.cuh), Megatron's fused bias-SwiGLU and bias-GeLU
+(megatron/core/fusions/fused_bias_swiglu.py, fused_bias_gelu.py) and bias-dropout-add (fused_bias_dropout.py),
+TE's fused RoPE (transformer_engine/common/fused_rope/fused_rope.cu), Megatron's vocab-parallel cross-entropy
+(megatron/core/tensor_parallel/cross_entropy.py). Flash attention keeps its
+softmax on chip: it is in the attention kernel's time, not here.
+"""
+
+from __future__ import annotations
+
+
+def norm_bytes(*, width, act_bytes, reruns):
+    """RMSNorm or LayerNorm over a row of ``width`` elements: forward reads x and writes y (2 D b); backward
+    reads x and dy and writes dx (3 D b); the per-row statistics and the weight are negligible:
+
+        (2 (1 + r) + 3) D b"""
+    return (2 * (1 + reruns) + 3) * width * act_bytes
+
+
+def residual_add_bytes(*, width, act_bytes, reruns):
+    """x + f(x) over the residual stream: forward reads both and writes the sum (3 D b); backward, the two
+    gradients that reach x are summed (read 2, write 1: 3 D b):
+
+        (3 (1 + r) + 3) D b"""
+    return (3 * (1 + reruns) + 3) * width * act_bytes
+
+
+def dropout_mask_bytes(*, width, reruns):
+    """Dropout fused into the bias-dropout-add (its add is the residual add): a 1-byte mask per element
+    written in forward, read in backward: (1 + r) D + D bytes."""
+    return (1 + reruns) * width + width
+
+
+def rotary_bytes(*, q_width, k_width, act_bytes, reruns):
+    """RoPE on the queries (``q_width`` = a d_h elements) and keys (k d_h): forward reads and writes each,
+    backward rotates their gradients the same way:
+
+        (2 (1 + r) + 2) (q + k) b"""
+    return (2 * (1 + reruns) + 2) * (q_width + k_width) * act_bytes
+
+
+def glu_bytes(*, mlp_width, act_bytes, reruns):
+    """SwiGLU/GeGLU on F: forward reads gate and up and writes their product (3 F b); backward reads both
+    and the output's gradient and writes the two inputs' gradients (5 F b):
+
+        (3 (1 + r) + 5) F b"""
+    return (3 * (1 + reruns) + 5) * mlp_width * act_bytes
+
+
+def activation_bytes(*, mlp_width, act_bytes, reruns):
+    """An ungated activation (GeLU, ReLU, SiLU) on F: forward reads and writes F (2 F b), backward reads the
+    input and the output's gradient and writes the input's (3 F b):
+
+        (2 (1 + r) + 3) F b"""
+    return (2 * (1 + reruns) + 3) * mlp_width * act_bytes
+
+
+def softmax_bytes(*, heads, seq_len, act_bytes, reruns):
+    """Math (non-flash) attention's softmax over a token's a s scores: forward reads and writes them
+    (2 a s b), backward reads the probabilities and their gradient and writes the scores' (3 a s b):
+
+        (2 (1 + r) + 3) a s b"""
+    return (2 * (1 + reruns) + 3) * heads * seq_len * act_bytes
+
+
+def attention_dropout_bytes(*, heads, seq_len, act_bytes, reruns):
+    """Dropout on math attention's a s probabilities per token (torch dropout after the softmax): forward
+    reads them and writes the result and a 1-byte mask ((2 b + 1) a s), backward reads the gradient and the
+    mask and writes the input's gradient ((2 b + 1) a s):
+
+        (2 b + 1) (2 + r) a s"""
+    return (2 * act_bytes + 1) * (2 + reruns) * heads * seq_len
+
+
+def token_routing_bytes(*, width, top_k, act_bytes, reruns):
+    """MoE dispatch and combine: forward copies each token to its k_e experts (read D, write k_e D) and sums
+    their outputs back (read k_e D, write D): 2 (k_e + 1) D b; backward the same in reverse:
+
+        (2 (1 + r) + 2) (k_e + 1) D b"""
+    return (2 * (1 + reruns) + 2) * (top_k + 1) * width * act_bytes
+
+
+def embedding_bytes(*, width, act_bytes):
+    """The input embedding's lookup: forward reads a row and writes it (2 D b); backward adds the row's
+    gradient into the table's (read the gradient and the row, write the row: 3 D b): 5 D b."""
+    return 5 * width * act_bytes
+
+
+def cross_entropy_bytes(*, vocab, act_bytes):
+    """Megatron's vocab-parallel cross-entropy over a token's V logits (per rank: its V / t), in fp32:
+    forward casts the logits up (read b, write 4), takes the max (read 4), subtracts it and exponentiates in
+    place (8 + 8), sums (read 4) and divides in place (8): 36 + b bytes; backward scales the saved softmax in
+    place (8) and casts the gradient down (read 4, write b): 12 + b bytes:
+
+        (48 + 2 b) V"""
+    return (48 + 2 * act_bytes) * vocab
+
+
+def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):
+    """Memory-bound time: bytes over the bandwidth such kernels achieve, W_HBM x e_HBM."""
+    return hbm_bytes / (hbm_bandwidth * efficiency)

@@ -1,0 +1,73 @@
+"""The memory-bound ops of a step, op by op (formulas/memory_bound.py, cost/memory_bound.py): a Llama layer and
+the model's ends by hand, what TP, SP and recomputation change, and `step`'s part equal to those bytes over the
+achieved HBM bandwidth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from costmodel.cost.evaluate import evaluate_layout, layout_shape
+from costmodel.cost.memory_bound import ends_bytes, layer_bytes
+from costmodel.cost.point import Point
+from costmodel.specs.layout import Layout
+from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+LLAMA = load_model("llama3-8b")  # D 4096, F 14336, 32 heads and 8 KV heads of 128, V 128,256, RoPE, RMSNorm
+D, F, Q, K, V, B = 4096, 14336, 32 * 128, 8 * 128, 128_256, 2  # widths and bf16 bytes
+
+
+def _bytes(fn, **layout):
+    point = Point.of(Layout(tokens=8192, **layout))
+    return fn(layout_shape(LLAMA, Layout(tokens=8192, **layout)), point, B)
+
+
+def test_a_llama_layer_by_hand():
+    """Per token: two norms (forward 2 D, backward 3 D), two residual adds (3 D + 3 D), RoPE on q and k
+    (2 (q + k) each way) and SwiGLU (3 F forward, 5 F backward), in bf16."""
+    by_hand = (2 * 5 * D + 2 * 6 * D + 4 * (Q + K) + 8 * F) * B
+    assert _bytes(layer_bytes) == by_hand == 450_560
+
+
+def test_tp_splits_the_residual_stream_only_with_sp():
+    """TP 4 splits RoPE's heads and SwiGLU's F; the norms and residual adds only with SP (which splits tokens)."""
+    split = (4 * (Q + K) + 8 * F) * B / 4
+    assert _bytes(layer_bytes, tp=4, sp=True) == 450_560 / 4
+    assert _bytes(layer_bytes, tp=4) == (2 * 5 * D + 2 * 6 * D) * B + split
+
+
+def test_full_recomputation_reruns_each_forward_and_selective_none_with_flash():
+    forward = (2 * 2 * D + 2 * 3 * D + 2 * (Q + K) + 3 * F) * B
+    assert _bytes(layer_bytes, recompute="full") == 450_560 + forward
+    assert _bytes(layer_bytes, recompute="selective") == 450_560  # flash keeps the softmax on chip
+
+
+def test_math_attention_adds_the_softmax_and_selective_reruns_it():
+    """Without flash, the a s scores per token: softmax forward 2 a s, backward 3 a s; selective recomputation
+    reruns the attention core, so its forward once more."""
+    s = LLAMA.seq_len
+    assert _bytes(layer_bytes, flash=False) == 450_560 + 5 * 32 * s * B
+    assert _bytes(layer_bytes, flash=False, recompute="selective") == 450_560 + 7 * 32 * s * B
+
+
+def test_the_ends_by_hand():
+    """Last stage: the final norm and Megatron's fp32 cross-entropy, (48 + 2 b) bytes per logit (V / t of them
+    vocab-parallel); one stage also runs the embedding's lookup (2 D forward, 3 D backward)."""
+    ce = (48 + 2 * B) * V
+    assert _bytes(ends_bytes) == 5 * D * B + ce + 5 * D * B
+    assert _bytes(ends_bytes, pp=2) == 5 * D * B + ce
+    assert _bytes(ends_bytes, tp=2, sp=True, pp=2) == 5 * D * B / 2 + ce / 2
+
+
+def test_step_times_those_bytes_at_the_achieved_hbm_bandwidth():
+    """`step`'s memory-bound part: tokens a device runs x (its layers x a layer's bytes + the ends) over
+    W_HBM x e_HBM (h100-sxm: a measured kernel's 89.7%)."""
+    h100 = load_hardware("h100-sxm")
+    layout = Layout(tokens=8192, fsdp=8, grad_accum=2)
+    step = evaluate_layout(LLAMA, load_recipe("megatron"), layout, h100).step
+    per_token = 32 * _bytes(layer_bytes, fsdp=8) + _bytes(ends_bytes, fsdp=8)
+    assert step.elementwise_s == pytest.approx(
+        2 * 8192 * per_token / (h100.hbm.bandwidth_bytes_per_s * h100.step_model.hbm_efficiency), rel=1e-12)
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert f"(H100: {100 * h100.step_model.hbm_efficiency:.1f}%, Dao-AILab/quack's softmax" in readme
