@@ -248,9 +248,11 @@ def _every_command(command, path=()):
         yield from _every_command(command.commands[name], (*path, name))
 
 
-def test_flags_show_no_type_in_help():
-    """A flag takes no value: no help page prints `<bool>` beside one (typer >= 0.2x does by default), and each
-    valued option still shows what it takes."""
+def test_help_shows_what_each_option_takes():
+    """A flag takes no value: no help page prints `<bool>` beside one (typer >= 0.2x does by default); a valued
+    option names what it takes (NAME|FILE, SIZE, its choices), never a bare Python type (`<str>`, `<path>`)."""
+    import re
+
     import typer.main
 
     pages = 0
@@ -258,6 +260,7 @@ def test_flags_show_no_type_in_help():
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "160"})
         assert result.exit_code == 0, path
         assert "<bool>" not in result.stdout, path
+        assert not re.search(r"<(str|path|int|float|text|integer)>", result.stdout), path
         pages += 1
     assert pages > 30
     assert "NAME|FILE" in runner.invoke(app, ["memory", "--help"], env={"COLUMNS": "160"}).stdout

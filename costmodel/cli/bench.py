@@ -25,17 +25,20 @@ _COUNT = dict(parser=whole(0, 10**6), metavar="N")
 
 @bench_app.command("collectives")
 def bench_collectives(
-    out: Annotated[Path, typer.Option(help="Results JSON (written atomically, also on failure).")],
+    out: Annotated[Path, typer.Option(metavar="FILE", help="Results JSON (written atomically, also on failure).")],
     nproc: Annotated[Optional[int], typer.Option(
         "--nproc", "--nproc-per-node", parser=whole(2, 1024), metavar="N",
         help="Processes on this node (GPUs with nccl); default 2. Under torchrun (multi-node) it is ignored: "
         "torchrun's own --nnodes x --nproc-per-node decide (and its parser refuses the short --nproc after the "
         "module: spell it --nproc-per-node there, or put -- before the arguments).")] = None,
     backend: Annotated[str, typer.Option(metavar="gloo|nccl", help="nccl on GPUs, gloo on CPUs.")] = "gloo",
-    ops: Annotated[str, typer.Option(help="Comma-separated: all-reduce, all-gather, reduce-scatter, all-to-all, "
-                                          "broadcast, send/recv.")] = "all-reduce,all-gather,reduce-scatter",
-    min_bytes: Annotated[str, typer.Option(help="Smallest buffer S, e.g. 1KiB (a plain number is bytes).")] = "1KiB",
-    max_bytes: Annotated[str, typer.Option(help="Largest buffer S, e.g. 1GiB (a plain number is bytes).")] = "16MiB",
+    ops: Annotated[str, typer.Option(metavar="OP,...", help="Comma-separated: all-reduce, all-gather, "
+                                     "reduce-scatter, all-to-all, broadcast, send/recv.")]
+    = "all-reduce,all-gather,reduce-scatter",
+    min_bytes: Annotated[str, typer.Option(metavar="SIZE",
+                                           help="Smallest buffer S, e.g. 1KiB (a plain number is bytes).")] = "1KiB",
+    max_bytes: Annotated[str, typer.Option(metavar="SIZE",
+                                           help="Largest buffer S, e.g. 1GiB (a plain number is bytes).")] = "16MiB",
     factor: Annotated[float, typer.Option(parser=real(1, 1024, above=True), metavar="X",
                                           help="Size step factor (> 1).")] = 2.0,
     warmup: Annotated[int, typer.Option(**_COUNT, help="Untimed iterations per size.")] = 5,
@@ -149,8 +152,9 @@ def _check_backend(backend: str, nproc: int) -> None:
 
 @bench_app.command("gpu")
 def bench_gpu(
-    out: Annotated[Path, typer.Option(help="Results JSON.")],
-    device: Annotated[str, typer.Option(help="cuda, cuda:1, or cpu (a smoke run).")] = "cuda",
+    out: Annotated[Path, typer.Option(metavar="FILE", help="Results JSON.")],
+    device: Annotated[str, typer.Option(metavar="cuda|cuda:N|cpu",
+                                        help="cuda, cuda:1, or cpu (a smoke run).")] = "cuda",
     iters: Annotated[int, typer.Option(parser=whole(1, 10**6), metavar="N", help="Timed iterations.")] = 10,
     small: Annotated[bool, typer.Option("--small", help="Tiny shapes (for CPU smoke tests).")] = False,
     hardware: o.HardwareOpt = None,

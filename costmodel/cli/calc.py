@@ -75,7 +75,8 @@ def flops(
              "placement")
 def comm(
     model: o.ModelOpt,
-    hardware: Annotated[str, typer.Option(help="Device name (see `cost4d hardware`) or a spec file.")],
+    hardware: Annotated[str, typer.Option(metavar="NAME|FILE",
+                                          help="Device name (see `cost4d hardware`) or a spec file.")],
     recipe: o.RecipeOpt = "cs336",
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,

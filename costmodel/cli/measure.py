@@ -21,11 +21,11 @@ _LOGS = "nccl-tests logs that do not say"
 #: what a log may leave out, given on the command line (import nccl-tests, validate)
 LOG_HINTS = {
     "op": (Annotated[Optional[str], typer.Option(
-        help="The collective, for a log with no 'Collective test starting' line whose file name names none "
-        "(all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, gather, scatter, send/recv).",
+        metavar="OP", help="The collective, for a log with no 'Collective test starting' line whose file name "
+        "names none (all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, gather, scatter, send/recv).",
         rich_help_panel=_LOGS)], None),
     "algorithm": (Annotated[Optional[str], typer.Option(
-        help="NCCL_ALGO the logs ran with (ring, tree, nvls, ...); default: from the file name, else 'auto' "
+        metavar="ALGO", help="NCCL_ALGO the logs ran with (ring, tree, nvls, ...); default: from the file name, else 'auto' "
         "(NCCL's own choice).", rich_help_panel=_LOGS)], None),
     "nodes": (Annotated[Optional[int], typer.Option(
         parser=whole(1, DEVICES), metavar="N", help="Nodes, for a log with no '#  Rank' lines.",
@@ -100,7 +100,8 @@ def out_path(out: Optional[Path]) -> Optional[Path]:
 @with_log_hints
 def import_nccl_tests(
     logs: Annotated[list[Path], typer.Argument(help="nccl-tests output files (all_reduce_perf, ...).")],
-    out: Annotated[Optional[Path], typer.Option(help="Write the JSON here (atomically) instead of stdout.")] = None,
+    out: Annotated[Optional[Path], typer.Option(metavar="FILE",
+                                                help="Write the JSON here (atomically) instead of stdout.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results JSON (also with --out, which "
                                           "otherwise prints one line).", rich_help_panel="Output")] = False,
     *,
@@ -137,10 +138,12 @@ def validate(
         "(shipped:h100-8gpu-together-nccl-tests).")],
     hardware: o.HardwareOpt = None,
     fit: Annotated[bool, typer.Option("--fit", help="Fit latency and bandwidth per collective and algorithm.")] = False,
-    out: Annotated[Optional[Path], typer.Option(help="With --fit: write the calibrated hardware spec (JSON).")] = None,
-    placement: Annotated[str, typer.Option(help="out-of-place, in-place or both.")] = "out-of-place",
+    out: Annotated[Optional[Path], typer.Option(metavar="FILE",
+                                                help="With --fit: write the calibrated hardware spec (JSON).")] = None,
+    placement: Annotated[str, typer.Option(metavar="out-of-place|in-place|both",
+                                           help="Which of the log's two timings to compare.")] = "out-of-place",
     min_bytes: Annotated[str, typer.Option(
-        help="Smallest size in the medians and the fit (below, latency dominates).")] = "1MiB",
+        metavar="SIZE", help="Smallest size in the medians and the fit (below, latency dominates).")] = "1MiB",
     as_json: o.JsonOpt = False,
     *,
     hints,

@@ -170,7 +170,7 @@ def solve_ep_cmd(
 def solve_batch_cmd(
     model: o.ModelOpt,
     optimize_split: bool = typer.Option(False, "--optimize-split", help="Also find the best X x Y split."),
-    slice_: Optional[str] = typer.Option(None, "--slice", help="Torus shape to map the split onto, e.g. 4x4x4."),
+    slice_: Optional[str] = typer.Option(None, "--slice", metavar="AxBxC", help="Torus shape to map the split onto, e.g. 4x4x4."),
     what_if: bool = typer.Option(False, "--what-if", help="Table of ways to stay compute-bound at a smaller batch."),
     as_json: o.JsonOpt = False,
     *,

@@ -15,11 +15,12 @@ from costmodel.cli.layout import with_layout
              "ep", "etp", "moe_imbalance", "mx", "my", "placement", "document")
 def step(
     model: o.ModelOpt,
-    hardware: Annotated[str, typer.Option(help="Device name or spec file (needs a step_model section).")],
+    hardware: Annotated[str, typer.Option(metavar="NAME|FILE",
+                                          help="Device name or spec file (needs a step_model section).")],
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     overlap: Annotated[str, typer.Option(
-        help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
+        metavar="overlap|none", help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
         "framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
     = "overlap",
     tp_overlap: Annotated[str, typer.Option(
