@@ -71,3 +71,16 @@ def test_step_times_those_bytes_at_the_achieved_hbm_bandwidth():
         2 * 8192 * per_token / (h100.hbm.bandwidth_bytes_per_s * h100.step_model.hbm_efficiency), rel=1e-12)
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
     assert f"(H100: {100 * h100.step_model.hbm_efficiency:.1f}%, Dao-AILab/quack's softmax" in readme
+
+
+def test_a_variant_with_slower_hbm_moves_only_the_memory_bound_parts():
+    """h100-96gb-500w (torchtitan's hosts) extends h100-sxm with 96 GB of HBM2e at 2.4 TB/s: the GEMMs take as
+    long, the memory-bound parts the ratio of the achieved bandwidths longer."""
+    h100, variant = load_hardware("h100-sxm"), load_hardware("h100-96gb-500w")
+    assert (variant.hbm.capacity_bytes, variant.hbm.bandwidth_bytes_per_s) == (96 * 2**30, 2.4e12)
+    layout = Layout(tokens=8192, fsdp=8)
+    fast, slow = (evaluate_layout(LLAMA, load_recipe("megatron"), layout, hw).step for hw in (h100, variant))
+    assert slow.matmul_s == fast.matmul_s
+    ratio = (3.35e12 * h100.step_model.hbm_efficiency) / (2.4e12 * variant.step_model.hbm_efficiency)
+    assert slow.elementwise_s == pytest.approx(fast.elementwise_s * ratio, rel=1e-12)
+    assert slow.optimizer_s == pytest.approx(fast.optimizer_s * ratio, rel=1e-12)
