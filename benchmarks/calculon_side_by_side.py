@@ -125,7 +125,7 @@ def cost4d_on_calculon(model: str, exe: dict) -> dict:
     else:
         layout += ["--grad-accum", str(steps)]
     timing = (["--tp-overlap", "overlap"] if exe["tensor_par_overlap"] != "none" else []) + \
-             (["--overlap", "none"] if not exe["data_par_overlap"] else [])
+             (["--data-overlap", "none"] if not exe["data_par_overlap"] else [])
     out = {"command": "cost4d step " + " ".join(layout + timing)}
     try:
         step = run_json(["step"] + layout + timing)

@@ -97,7 +97,7 @@ REFUSED = [
     (["solve", "batch", "--model", "xxl", "--hardware", "h100-sxm", "--fsdp", "8", "--slice", "2x4"],
      ["--slice", "is a GPU"]),
     ([*V5P, "--overlap", "both"], ["--overlap 'both'"]),
-    ([*STEP, "--overlap", "sometimes"], ["--overlap 'sometimes'"]),
+    ([*STEP, "--data-overlap", "sometimes"], ["--data-overlap 'sometimes'"]),
     (["explain", "memory", "--model", "xxl", "--format", "pdf"], ["--format 'pdf'"]),
     # names
     ([*XXL, "--hardware", "h" * 100_000], ["unknown hardware", "(100,000 characters)"]),
@@ -255,7 +255,7 @@ COMMANDS = {
     "comm-tpu": (["comm", "--model", "xxl", "--hardware", "tpu-v5p"], ["--tokens", "--fsdp", "--tp", "--mx", "--my"]),
     "step": (["step", "--model", "llama3-8b", "--hardware", "h100-sxm"],
              [f for f in FLAGS if f not in ("--shard-activations", "--hsdp-group")]
-             + ["--overlap", "--framework", "--precision", "--attention-flops"]),
+             + ["--data-overlap", "--framework", "--precision", "--attention-flops"]),
     "plan": (["plan", "--model", "nanotron-1b", "--hardware", "h100-sxm", "--gpus", "8", "--global-batch", "1048576"],
              ["--gpus", "--global-batch", "--seq", "--top", "--headroom", "--explain", "--framework", "--precision"]),
     "solve-fsdp": (["solve", "fsdp", "--model", "xxl"], ["--limit", "--tokens", "--tp", "--pp", "--recompute"]),

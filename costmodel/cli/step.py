@@ -20,7 +20,7 @@ def step(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     overlap: Annotated[str, typer.Option(
-        metavar="overlap|none", help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
+        "--data-overlap", metavar="overlap|none", help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
         "framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
     = "overlap",
     tp_overlap: Annotated[str, typer.Option(

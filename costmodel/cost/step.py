@@ -152,7 +152,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     unoverlapped data-axis traffic (:func:`host_floor`); with an ``attention_kernel`` of the hardware's
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
     optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward."""
-    for flag, value in (("--overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
+    for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
         if value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
     if precision not in PRECISIONS:
@@ -219,7 +219,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         extra = fs.framework_critical_seconds(critical=critical, kernel_factor=framework_time.kernel_factor,
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]
-        overlap = "none"  # what the fitted time assumes, whatever --overlap said: the output must say so
+        overlap = "none"  # what the fitted time assumes, whatever --data-overlap said: the output must say so
     optimizer = mb.hbm_seconds(hbm_bytes=optimizer_params * fs.optimizer_step_bytes_per_param(
         master=recipe.master_bytes, grads=recipe.grad_bytes, optimizer=recipe.optimizer_bytes,
         weights=recipe.weight_bytes), hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
