@@ -102,3 +102,26 @@ def test_falcon_block_follows_transformers(tmp_path, changes, block):
     assert model.block == block
     if block == "parallel":
         assert total_params(model) == 41_302_310_912
+
+
+def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
+    """transformers' save_pretrained writes _name_or_path: that names the model; a config in the hub's cache
+    (models--ORG--NAME/snapshots/HASH/config.json) is ORG/NAME, not the snapshot's hash; elsewhere, the folder."""
+    import json
+
+    from costmodel.specs.load import load_model
+
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 512,
+              "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+              "vocab_size": 1000, "max_position_embeddings": 512}
+    cached = tmp_path / "models--meta-llama--Llama-3.1-8B" / "snapshots" / ("0" * 40)
+    cached.mkdir(parents=True)
+    (cached / "config.json").write_text(json.dumps(config))
+    assert load_model(str(cached / "config.json")).name == "meta-llama/Llama-3.1-8B"
+    saved = tmp_path / "checkpoint-100"
+    saved.mkdir()
+    (saved / "config.json").write_text(json.dumps({**config, "_name_or_path": "my-org/tiny-llama"}))
+    assert load_model(str(saved / "config.json")).name == "my-org/tiny-llama"
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.json").write_text(json.dumps(config))
+    assert load_model(str(tmp_path / "plain" / "config.json")).name == "plain"

@@ -71,6 +71,20 @@ def _is_path(name: str) -> bool:
     return name.endswith((".toml", ".json")) or "/" in name
 
 
+def hf_model_name(path: Path, data: dict) -> str:
+    """A Hugging Face config's model name: the repository it was saved from (``_name_or_path``, transformers'
+    save_pretrained), else, for the hub's cache (models--ORG--NAME/snapshots/HASH/config.json), ORG/NAME, else
+    the folder a config.json sits in, else the file's stem."""
+    saved = data.get("_name_or_path")
+    if isinstance(saved, str) and saved.strip("./") and saved.isprintable() and not Path(saved).is_absolute() \
+            and len(saved) <= NAME:
+        return saved
+    parts = path.resolve().parts if path.name == "config.json" else ()
+    if len(parts) >= 4 and parts[-3] == "snapshots" and parts[-4].startswith("models--"):
+        return parts[-4].removeprefix("models--").replace("--", "/")[:NAME]
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+
+
 def load_model(name: str):
     """A built-in model by name, or a spec file (TOML/JSON with ``kind`` = ffn | transformer)."""
     from costmodel.specs.catalog import BUILTIN_MODELS
@@ -81,8 +95,7 @@ def load_model(name: str):
         path = Path(name)
         data = read_file(path)
         if is_hf_config(data):
-            name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-            return _model_from(from_hf_config(data, name, str(path)), str(path))
+            return _model_from(from_hf_config(data, hf_model_name(path, data), str(path)), str(path))
         data.setdefault("name", path.stem)
         return _model_from(data, str(path))
     if name not in BUILTIN_MODELS:
