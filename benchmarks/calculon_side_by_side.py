@@ -394,7 +394,7 @@ def main() -> None:
             print(f"  cost4d on Calculon's best: {ck.get('error')}\n    $ {ck['command']}")
     if "anchor" in record:
         print("\nMeasured anchor, Korthikanti et al. 2022 Table 5: Megatron-1T on 512 A100s, tp8 pp64, batch 512, mbs1 "
-              "(Calculon's validation/seqsel/tab5 files; cost4d's A100 constants were fitted on this table)")
+              "(Calculon's validation/seqsel/tab5 files; nothing in cost4d's A100 step model is fitted to this table)")
         for mode, row in record["anchor"].items():
             print(f"  {mode}: measured {row['measured_s']:.2f} s; Calculon {row['calculon_s']:.2f} s "
                   f"({row['calculon_s'] / row['measured_s'] - 1:+.1%}); cost4d {row['cost4d_s']:.2f} s "
