@@ -189,6 +189,12 @@ WHY_PARTS = {"matmul_s": "matmul time", "attention_s": "flash attention kernels"
              "data_exposed_s": "exposed data-axis traffic", "optimizer_s": "the optimizer step"}
 
 
+def bubble_seconds(row: Planned) -> float:
+    """The pipeline bubble's seconds: the step is (critical path) / (1 - b) + exposed data-axis traffic + the
+    optimizer step (formulas/step.py pipelined_seconds), so the bubble is b x what the first term holds."""
+    return (row.step_s - row.parts["data_exposed_s"] - row.parts["optimizer_s"]) * row.bubble
+
+
 def why(first: Planned, second: Planned) -> str:
     """The part of the step that differs most between the best two layouts, in one line."""
     if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
@@ -199,7 +205,7 @@ def why(first: Planned, second: Planned) -> str:
             a, b = (f"{p.memory_bytes:,.0f} B" for p in (first, second))
         return f"#1 and #2 tie on step time; #1 needs less memory ({a} against {b})"
     gaps = {k: second.parts[k] - first.parts[k] for k in WHY_PARTS}
-    bubble = second.step_s * second.bubble - first.step_s * first.bubble
+    bubble = bubble_seconds(second) - bubble_seconds(first)
     name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))
     label = "pipeline bubble" if name == "bubble" else WHY_PARTS[name]
     return (f"#1 is {second.step_s / first.step_s - 1:.1%} faster than #2; the largest difference is {label}: "
