@@ -25,9 +25,18 @@ from costmodel.mathops import above_one, family, maximum, where
 #: cost4d's collective names -> NCCL's functions the tuner prices
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
          "broadcast": "broadcast", "reduce": "reduce"}
-#: topologies a spec may name: (one node, several nodes) as NCCL's search builds them
+#: NCCL_PROTO=simple, which aws-ofi-nccl sets when the EFA endpoint cannot deliver 128-byte stores in order
+#: (v1.8.1 src/platform-aws.c configure_nccl_proto, called at :620-632 after the
+#: FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES check at :553-556): p4de's 8 GPUs over 4 NICs take the SENDRECV
+#: protocol (src/nccl_ofi_net.c:978-986), whose EFA device lacks that ordering (a p4d log in aws/aws-ofi-nccl#715:
+#: "Setting NCCL_PROTO to simple"); p5's RDMA protocol is exempt (platform-aws.c:594-602)
+SIMPLE_ONLY = frozenset({"Simple"})
+#: topologies a spec may name: (one node, several nodes) as NCCL's search builds them, with what the system's
+#: NIC plugin sets
 PRESETS = {"hgx-h100": (nx.H100_1NODE, nx.H100_2NODES), "aws-p5": (nx.H100_1NODE, nx.H100_2NODES_EFA),
-           "hgx-a100": (nx.A100_1NODE, nx.A100_2NODES_IB), "aws-p4de": (nx.A100_1NODE, nx.A100_2NODES_EFA4)}
+           "hgx-a100": (nx.A100_1NODE, nx.A100_2NODES_IB),
+           "aws-p4de": (replace(nx.A100_1NODE, protocols_env=SIMPLE_ONLY),
+                        replace(nx.A100_2NODES_EFA4, protocols_env=SIMPLE_ONLY))}
 #: per-GPU bandwidth (GB/s) NCCL's topology gives point-to-point traffic (all-to-all, sends, gather,
 #: scatter): (inside the node, out to the network), each the narrowest link of the path
 P2P_GBS = {
