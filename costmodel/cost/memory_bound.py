@@ -19,7 +19,8 @@ def _reruns(point) -> int:
 
 
 def layer_bytes(shape, point, act_bytes):
-    """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token."""
+    """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token. A MoE's
+    layer is an MoE layer (its dense first layers, if any, are counted as such: a slight overcount)."""
     r = _reruns(point)
     if not shape.attention:  # the FFN stack: its nonlinearity only
         if shape.activation == "none":
