@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from costmodel.formulas import nccl_p2p as p2p
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.formulas.nccl_topologies import H100_1NODE, H100_2NODES
 from costmodel.formulas.nccl_tuner import Graph
@@ -113,11 +114,11 @@ CASES = [
     ("tree factor Simple, 512 MiB -> index 23: none",
      lambda: nt.tree_correction_factor(proto="Simple", n_bytes=512 * MiB), 1.0, "tuning.cc:538"),
     ("p2p LL up to 32 ch x 16 KiB",
-     lambda: nt.p2p_protocol(n_bytes=32 * 16384, n_channels_max=32), "LL", "enqueue.cc:779,792"),
+     lambda: p2p.p2p_protocol(n_bytes=32 * 16384, n_channels_max=32), "LL", "enqueue.cc:779,792"),
     ("p2p Simple above",
-     lambda: nt.p2p_protocol(n_bytes=32 * 16384 + 1, n_channels_max=32), "Simple", "enqueue.cc:792"),
+     lambda: p2p.p2p_protocol(n_bytes=32 * 16384 + 1, n_channels_max=32), "Simple", "enqueue.cc:792"),
     ("p2p 256 MiB on one node: 4 -> 8 -> 16 channels until parts <= 16 MiB",
-     lambda: nt.p2p_op_channels(n_bytes=256 * MiB, n_channels_min=4, n_channels_max=32,
+     lambda: p2p.p2p_op_channels(n_bytes=256 * MiB, n_channels_min=4, n_channels_max=32,
                                 step_bytes=512 * 1024, n_nodes=1), 16, "enqueue.cc:848-858"),
 ]
 

@@ -223,7 +223,7 @@ def test_why_names_every_part_of_the_step():
 def test_the_named_parts_and_the_bubble_add_up_to_the_step():
     """What `why` compares is the whole step: the named parts and the bubble's seconds sum to step_s, pipelines
     and framework time included."""
-    from costmodel.solve.plan import WHY_PARTS, bubble_seconds
+    from costmodel.solve.plan import WHY_PARTS
     from costmodel.specs.load import load_framework
 
     rows = [row for model, framework, seq in (("llama3-70b", "megatron", 8192), ("nanotron-1b", "nanotron", 4096))
@@ -231,4 +231,4 @@ def test_the_named_parts_and_the_bubble_add_up_to_the_step():
                             top=5, framework=load_framework(framework)).best]
     assert any(row.bubble > 0 for row in rows) and any(row.parts["framework_s"] > 0 for row in rows)
     for row in rows:
-        assert sum(row.parts[k] for k in WHY_PARTS) + bubble_seconds(row) == pytest.approx(row.step_s, rel=1e-12)
+        assert sum(row.parts[k] for k in WHY_PARTS) + row.bubble_s == pytest.approx(row.step_s, rel=1e-12)

@@ -18,6 +18,11 @@ def _reruns(point) -> int:
     return 1 if point.recompute in ("full", "every") else 0
 
 
+def _stream(shape, point):
+    """The residual stream's elements per token on one device: D, split t ways only under SP."""
+    return shape.width / point.tp if point.sp else shape.width
+
+
 def layer_bytes(shape, point, act_bytes):
     """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token. A MoE's
     layer is an MoE layer (its dense first layers, if any, are counted as such: a slight overcount)."""
@@ -26,7 +31,7 @@ def layer_bytes(shape, point, act_bytes):
         if shape.activation == "none":
             return 0
         return _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r)
-    stream = shape.width / point.tp if point.sp else shape.width
+    stream = _stream(shape, point)
     out = (shape.norms_per_layer * mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=r)
            + 2 * mb.residual_add_bytes(width=stream, act_bytes=act_bytes, reruns=r))
     if shape.dropout:  # after attention and after the MLP, fused into the residual add
@@ -70,7 +75,7 @@ def ends_bytes(shape, point, act_bytes):
     (With a pipeline the step counts the last stage's: it runs the output layer, and sets the pace.)"""
     if not shape.attention:
         return 0
-    stream = shape.width / point.tp if point.sp else shape.width
+    stream = _stream(shape, point)
     vocab = shape.vocab / point.tp if point.tp_ends == "vocab-parallel" else shape.vocab
     out = (mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=0)
            + mb.cross_entropy_bytes(vocab=vocab, act_bytes=act_bytes))

@@ -13,7 +13,7 @@ NCCL stores L and B as 32-bit floats; this module computes in doubles (differenc
 which could only flip a choice at an exact tie).
 
 Send/recv and all-to-all are not in this model: NCCL runs them as p2p work on p2p channels with no
-cost table (see :func:`p2p_protocol`, :func:`p2p_op_channels`).
+cost table (formulas/nccl_p2p.py transcribes how it splits and which protocol it takes).
 
 Line numbers cite ``git show v2.26.2-1:<file>`` of github.com/NVIDIA/nccl.
 """
@@ -75,8 +75,6 @@ TREE_CORRECTION_FACTOR = (
 # NCCL_MAX_DEV_WORK_BATCH_COLLS = 1024 B / sizeof(ncclDevWorkColl) (device.h:340-341); 96 B is our
 # reading of the struct at device.h:256-284 (only matters for non-ring algos with numPipeOps > 1)
 MAX_DEV_WORK_BATCH_COLLS = 1024 // 96
-# NCCL_P2P_LL_THRESHOLD default, enqueue.cc:740
-P2P_LL_THRESHOLD_BYTES = 16384
 
 
 @dataclass(frozen=True)
@@ -460,25 +458,3 @@ def choose(coll, n_bytes, topology: Topology, cap_us=NO_ALGO_US, **options):
     if best is None:
         raise ValueError(f"no algorithm/protocol available for {coll}")
     return best[0], best[1], best_us * 1e-6
-
-
-def p2p_protocol(*, n_bytes, n_channels_max, ll_threshold_bytes=P2P_LL_THRESHOLD_BYTES):
-    """Send/recv protocol: LL up to nChannelsMax x NCCL_P2P_LL_THRESHOLD bytes, else Simple (LL128 is
-    never used for p2p) (enqueue.cc:740, 779, 792-793; nChannelsMax = p2pnChannelsPerPeer, :988)."""
-    return "LL" if n_bytes <= n_channels_max * ll_threshold_bytes else "Simple"
-
-
-def p2p_op_channels(*, n_bytes, n_channels_min, n_channels_max, step_bytes, n_nodes):
-    """Channels one send (or recv) is split over: parts of [step/8, 32 step] bytes on one node,
-    [step/2, step] across nodes, doubling from nChannelsMin up to nChannelsMax (enqueue.cc:848-858;
-    step = p2pChunkSize for Simple: 512 KiB on all-NVLink nodes, 128 KiB across nodes, init.cc:613-627)."""
-    if n_bytes == 0:
-        return 1
-    min_part = step_bytes // 2 if n_nodes > 1 else step_bytes // 8
-    max_part = step_bytes if n_nodes > 1 else step_bytes * 32
-    channels = min(n_channels_min, -(-n_bytes // min_part))
-    part = max(min_part, -(-n_bytes // channels))
-    while part > max_part and channels <= n_channels_max // 2:
-        channels *= 2
-        part = -(-n_bytes // channels)
-    return channels

@@ -48,6 +48,7 @@ class Planned:
     bubble: float
     exposed_comm_s: float  # communication on the critical path (TP, CP, p2p) + exposed data-axis traffic
     parts: dict = field(default_factory=dict)
+    bubble_s: float = 0.0  # the pipeline bubble's seconds (the step's critical_parts)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def _row(step, i, memory) -> tuple:
     parts = {k: _at(v, i) for k, v in step.parts.items()}
     critical = step.critical_parts
     exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_s", "ep_s", "p2p_exposed_s", "data_exposed_s"))
-    return _at(step.tokens_per_s, i), _at(step.mfu, i), float(memory), _at(step.bubble, i), exposed, parts
+    return (_at(step.tokens_per_s, i), _at(step.mfu, i), float(memory), _at(step.bubble, i), exposed, parts,
+            _at(critical["bubble_s"], i))
 
 
 def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str) -> str:
@@ -189,12 +191,6 @@ WHY_PARTS = {"matmul_s": "matmul time", "attention_s": "flash attention kernels"
              "data_exposed_s": "exposed data-axis traffic", "optimizer_s": "the optimizer step"}
 
 
-def bubble_seconds(row: Planned) -> float:
-    """The pipeline bubble's seconds: the step is (critical path) / (1 - b) + exposed data-axis traffic + the
-    optimizer step (formulas/step.py pipelined_seconds), so the bubble is b x what the first term holds."""
-    return (row.step_s - row.parts["data_exposed_s"] - row.parts["optimizer_s"]) * row.bubble
-
-
 def why(first: Planned, second: Planned) -> str:
     """The part of the step that differs most between the best two layouts, in one line."""
     if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
@@ -205,7 +201,7 @@ def why(first: Planned, second: Planned) -> str:
             a, b = (f"{p.memory_bytes:,.0f} B" for p in (first, second))
         return f"#1 and #2 tie on step time; #1 needs less memory ({a} against {b})"
     gaps = {k: second.parts[k] - first.parts[k] for k in WHY_PARTS}
-    bubble = bubble_seconds(second) - bubble_seconds(first)
+    bubble = second.bubble_s - first.bubble_s
     name, gap = max(list(gaps.items()) + [("bubble", bubble)], key=lambda kv: abs(kv[1]))
     label = "pipeline bubble" if name == "bubble" else WHY_PARTS[name]
     return (f"#1 is {second.step_s / first.step_s - 1:.1%} faster than #2; the largest difference is {label}: "
