@@ -239,6 +239,40 @@ def test_profile_terms():
     assert mega["sp_gather_buffer"] == 2 * 8192 * d and "zero1_gather" not in mega
 
 
+def test_deepspeed_terms():
+    """DeepSpeed ZeRO (microsoft/DeepSpeed@38327e07 runtime/zero/): its default 5e8-element 16-bit gradient bucket
+    (one at stages 1-2 without overlap_comm, one allocated once at stage 3), the step's flattened partition and
+    its fp32 copy (a sub-group of at most 1e9 elements at stage 3), ZeRO-3's gathered block plus 5e7 prefetched
+    elements, capped at 1e9; nothing without data shards. Llama 3 8B's block by hand."""
+    spec, zero = load_model("llama3-8b"), load_recipe("zero")
+    d, dh, f = 4096, 128, 14336
+    block = 32 * d * dh * 2 + 8 * dh * d * 2 + 3 * d * f + 2 * d
+    ds = FRAMEWORKS["deepspeed"]
+
+    def terms(framework=ds, **layout):
+        top = evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=framework).heaviest
+        return top, {k: v for k, v in top.overheads.items() if k.startswith("zero")}
+
+    for stage in (1, 2):
+        top, got = terms(fsdp=8, zero=stage)
+        assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_fp32_grads": (2 + 4) * top.stage.params / 8}
+    top, got = terms(fsdp=8, zero=3)
+    assert top.stage.params / 8 > 1_000_000_000  # 8B / 8 shards: the step casts one full sub-group at a time
+    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_fp32_grads": (2 + 4) * 1_000_000_000,
+                   "zero3_live_params": 2 * (block + 50_000_000)}
+    _, got = terms(framework=ds.model_copy(update={"sub_group_size": 100_000_000}), fsdp=8, zero=3)
+    assert got["zero_fp32_grads"] == (2 + 4) * 100_000_000
+    _, got = terms(framework=ds.model_copy(update={"overlap_comm": True, "reduce_bucket_size": 200_000_000,
+                                                     "max_live_parameters": 100_000_000}), fsdp=8, zero=2)
+    assert got["zero_grad_bucket"] == 2 * 2 * 200_000_000
+    _, got = terms(framework=ds.model_copy(update={"max_live_parameters": 100_000_000}), fsdp=8, zero=3)
+    assert got["zero3_live_params"] == 2 * 100_000_000
+    assert set(terms(dp=8)[1].values()) == {0} and terms(fsdp=8, zero=0)[1] == {}  # replicas run no ZeRO
+    top, _ = terms(fsdp=8, zero=1)  # the fp32 partition lives in the step only; the bucket in backward too
+    assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + sum(
+        top.overheads[k] for k in ("zero_grad_bucket", "zero_fp32_grads"))
+
+
 def test_foreach_adamw_temporary_measured():
     """torch.optim.AdamW(foreach=True) allocates one fp32 list the size of the parameters it steps."""
     torch = pytest.importorskip("torch")

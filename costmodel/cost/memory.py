@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
-from costmodel.mathops import above_one, equals, exact_div, maximum, where
+from costmodel.mathops import above_one, equals, exact_div, maximum, minimum, where
 from costmodel.parallel import data, expert, pipeline
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
@@ -88,6 +88,9 @@ OVERHEADS = {
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "p2p_buffers": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
+    "zero_grad_bucket": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "zero_fp32_grads": ((OPTIMIZER,), False),
+    "zero3_live_params": ((FORWARD_BACKWARD,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
     "reserve": ((FORWARD_BACKWARD, OPTIMIZER), True),
@@ -131,6 +134,8 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     if framework.zero1_gather and point.zero in (1, 2):
         out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
             params=st.params, shards=point.fsdp, weight_bytes=matmul_bytes), 0)
+    if framework.zero_buffers:
+        out.update(zero_buffers(framework, recipe, point, shape, st))
     if framework.optimizer_step == "foreach":
         shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
@@ -148,6 +153,28 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
                                                                 factor=framework.activation_factor)
     if framework.reserve_bytes:
         out["reserve"] = framework.reserve_bytes
+    return out
+
+
+def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
+    """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the step's fp32 gradient partition (a
+    sub-group of it at ZeRO-3) and ZeRO-3's gathered parameters."""
+    if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
+        return {}
+    sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
+    overlap = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
+    out = {"zero_grad_bucket": where(sharded, ov.ipg_bucket_bytes(
+        bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes,
+        buffers=2 if overlap and point.zero < 3 else 1), 0)}
+    elements = st.params / point.fsdp
+    out["zero_fp32_grads"] = where(sharded, ov.zero_fp32_grad_partition_bytes(
+        elements=elements if point.zero < 3 else minimum(elements, framework.sub_group_size),
+        grad_bytes=recipe.grad_bytes), 0)
+    if point.zero < 3:
+        return out
+    out["zero3_live_params"] = where(sharded, ov.zero3_live_param_bytes(
+        block_params=block_params_per_device(shape, point.tp), prefetch_elements=framework.prefetch_bucket_size,
+        max_live_elements=framework.max_live_parameters, weight_bytes=recipe.compute_bytes), 0)
     return out
 
 

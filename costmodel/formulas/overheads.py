@@ -8,6 +8,8 @@ micro-batch on it, b: bytes per element.
 
 from __future__ import annotations
 
+from costmodel.mathops import minimum
+
 
 def ddp_bucket_bytes(*, params, grad_comm_bytes):
     """DDP's gradient buckets: a flat copy of every gradient in the reduction dtype, b_g P.
@@ -124,3 +126,40 @@ def p2p_buffer_bytes(*, activation_bytes_per_microbatch):
     src/nanotron/parallel/pipeline_parallel/p2p.py).
     """
     return 2 * activation_bytes_per_microbatch
+
+
+# DeepSpeed's terms below cite microsoft/DeepSpeed@38327e07f6cd39b63418f60cedd1651b0be3e7c3 (deepspeed/runtime/zero/)
+
+
+def ipg_bucket_bytes(*, bucket_elements, grad_bytes, buffers=1):
+    """DeepSpeed ZeRO's contiguous gradient bucket ("ipg" buffer): ``buffers`` x reduce_bucket_size x b_g.
+
+    With contiguous_gradients (the default) ZeRO-1/2 allocate one bucket of reduce_bucket_size
+    elements (default 5e8) in the 16-bit dtype at every backward, two with overlap_comm (off by default
+    at stages 1 and 2) (deepspeed/runtime/zero/stage_1_and_2.py L2048-2061; config.py L98, L109,
+    L134, L351-353). ZeRO-3 allocates one such bucket once, at initialisation (stage3.py L537-540).
+    """
+    return buffers * bucket_elements * grad_bytes
+
+
+def zero_fp32_grad_partition_bytes(*, elements, grad_bytes):
+    """DeepSpeed ZeRO's optimizer step: a gradient partition of ``elements`` flattened (b_g each) and cast to
+    fp32 (4 each), both alive at the cast; the fp32 copy stays the optimizer's .grad through its step.
+
+    ZeRO-1/2 cast this rank's whole partition, P / N (stage_1_and_2.py L1891-1902, freed L1913-1916); ZeRO-3
+    one sub-group at a time, min(P / N, sub_group_size) (stage3.py L1895-1905; sub_group_size 1e9, config.py
+    L168). The gradient shard itself is in the model's 16-bit dtype under ZeRO (engine.py L1017-1021), as the
+    recipe counts it.
+    """
+    return (grad_bytes + 4) * elements
+
+
+def zero3_live_param_bytes(*, block_params, prefetch_elements, max_live_elements, weight_bytes):
+    """DeepSpeed ZeRO-3's gathered parameters in flight: the block running plus the prefetch bucket,
+    capped by stage3_max_live_parameters: b_w min(P_block + prefetch, max_live).
+
+    Parameters are gathered per module ahead of use up to stage3_prefetch_bucket_size elements (default
+    5e7) and never more than stage3_max_live_parameters (default 1e9) at once (config.py L208, L231;
+    partitioned_param_coordinator.py L105-112, L378-384).
+    """
+    return weight_bytes * minimum(block_params + prefetch_elements, max_live_elements)

@@ -64,6 +64,19 @@ class Framework(Spec):
     fsdp_buffers: bool = Field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
     reduce_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype FSDP reduce-scatters gradients in")
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
+    zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
+                               "step's fp32 gradient partition and ZeRO-3's gathered parameters in flight")
+    reduce_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
+        500_000_000, description="DeepSpeed reduce_bucket_size: elements in the contiguous gradient bucket")
+    overlap_comm: bool | None = Field(
+        None, description="DeepSpeed overlap_comm (two gradient buckets at stages 1-2); None: its default, on at "
+        "stage 3 only")
+    prefetch_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
+        50_000_000, description="DeepSpeed stage3_prefetch_bucket_size: parameters gathered ahead, elements")
+    sub_group_size: Annotated[int, Field(ge=1, le=2**40)] = Field(
+        1_000_000_000, description="DeepSpeed sub_group_size: elements ZeRO-3's step casts to fp32 at a time")
+    max_live_parameters: Annotated[int, Field(ge=0, le=2**40)] = Field(
+        1_000_000_000, description="DeepSpeed stage3_max_live_parameters: gathered parameters at most, elements")
     optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
         "fused", description="how the optimizer steps: foreach keeps one parameter-sized temporary")
     activation_factor: Annotated[float, Field(ge=1, le=10)] = Field(
@@ -154,6 +167,22 @@ FRAMEWORKS: dict[str, Framework] = {
             "param_and_grad_buffer.py L1181-1195, L513-526, L710-724 (buffers, in-place collectives); "
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
             "core/transformer/transformer_block.py L147-159 (uniform split)",
+        ),
+        Framework.builtin(
+            name="deepspeed",
+            description="DeepSpeed ZeRO (--fsdp N --zero 1|2|3) with its default zero_optimization settings: 16-bit "
+            "weights and gradients, fp32 master + Adam m, v, the contiguous gradient bucket, the fp32 gradient "
+            "partition at the step, ZeRO-3's gathered and prefetched parameters; the loss on an fp32 copy of the logits (Hugging "
+            "Face models)",
+            recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True,
+            **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
+            source="microsoft/DeepSpeed@38327e07f6cd39b63418f60cedd1651b0be3e7c3: runtime/zero/config.py L98-134, "
+            "L208-237, L351-353 (defaults); runtime/zero/stage_1_and_2.py L2048-2061 (gradient bucket), L1891-1916 "
+            "(fp32 gradient partition); runtime/zero/stage3.py L537-540, L1895-1905 (bucket, fp32 sub-group); "
+            "runtime/engine.py L1017-1021 (16-bit gradients under ZeRO); "
+            "partitioned_param_coordinator.py L105-112, L378-384 (prefetch, live parameters); runtime/pipe/engine.py "
+            "L1118-1119, L1173-1175 (one activation and one gradient receive buffer, kept); transformers 5.23 "
+            "loss/loss_utils.py L61 (ForCausalLMLoss: logits.float())",
         ),
         Framework.builtin(
             name="torchtitan",
