@@ -17,6 +17,7 @@ from costmodel.cost.evaluate import evaluate, evaluate_layout
 from costmodel.cost.memory import FORWARD_BACKWARD, OPTIMIZER
 from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
+from costmodel.errors import CostModelError
 from costmodel.parallel.pipeline.stages import every_stage, stage_layers
 from costmodel.specs.framework import FRAMEWORKS
 from costmodel.specs.layout import Layout
@@ -240,37 +241,47 @@ def test_profile_terms():
 
 
 def test_deepspeed_terms():
-    """DeepSpeed ZeRO (microsoft/DeepSpeed@38327e07 runtime/zero/): its default 5e8-element 16-bit gradient bucket
-    (one at stages 1-2 without overlap_comm, one allocated once at stage 3), the step's flattened partition and
-    its fp32 copy (a sub-group of at most 1e9 elements at stage 3), ZeRO-3's gathered block plus 5e7 prefetched
-    elements, capped at 1e9; nothing without data shards. Llama 3 8B's block by hand."""
+    """DeepSpeed ZeRO (microsoft/DeepSpeed@38327e07 runtime/zero/), Llama 3 8B by hand: the 5e8-element 16-bit
+    gradient bucket (stages 1-2: in backward only, released before the step; stage 3: kept, plus the
+    reduce-scatter's copy in backward); the output layer's whole gradient as backward makes it (stages 2-3);
+    the step's copies, max((2 + 4) E, 8 min(E, largest parameter)) with E the partition (a sub-group of at
+    most 1e9 elements plus one parameter at stage 3); ZeRO-3's gathered output layer plus the 5e7 prefetch
+    overshooting by one MLP matmul, capped by 1e9 live; nothing without data shards."""
     spec, zero = load_model("llama3-8b"), load_recipe("zero")
-    d, dh, f = 4096, 128, 14336
-    block = 32 * d * dh * 2 + 8 * dh * d * 2 + 3 * d * f + 2 * d
+    d, f, v = 4096, 14336, 128256
     ds = FRAMEWORKS["deepspeed"]
 
     def terms(framework=ds, **layout):
         top = evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=framework).heaviest
-        return top, {k: v for k, v in top.overheads.items() if k.startswith("zero")}
+        return top, {k: val for k, val in top.overheads.items() if k.startswith("zero")}
 
-    for stage in (1, 2):
-        top, got = terms(fsdp=8, zero=stage)
-        assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_fp32_grads": (2 + 4) * top.stage.params / 8}
+    top, got = terms(fsdp=8, zero=1)
+    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_step_grads": (2 + 4) * top.stage.params / 8}
+    top, got = terms(fsdp=8, zero=2)
+    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_output_grad": 2 * v * d,
+                   "zero_step_grads": (2 + 4) * top.stage.params / 8}
     top, got = terms(fsdp=8, zero=3)
-    assert top.stage.params / 8 > 1_000_000_000  # 8B / 8 shards: the step casts one full sub-group at a time
-    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_fp32_grads": (2 + 4) * 1_000_000_000,
-                   "zero3_live_params": 2 * (block + 50_000_000)}
+    assert top.stage.params / 8 < 1_000_000_000 + v * d  # 8B / 8: one sub-group holds the whole partition
+    assert got == {"zero3_grad_bucket": 2 * 500_000_000, "zero3_bucket_copy": 2 * 500_000_000,
+                   "zero_output_grad": 2 * v * d, "zero_step_grads": (2 + 4) * top.stage.params / 8,
+                   "zero3_live_params": 2 * (v * d + 50_000_000 + d * f)}
     _, got = terms(framework=ds.model_copy(update={"sub_group_size": 100_000_000}), fsdp=8, zero=3)
-    assert got["zero_fp32_grads"] == (2 + 4) * 100_000_000
-    _, got = terms(framework=ds.model_copy(update={"overlap_comm": True, "reduce_bucket_size": 200_000_000,
-                                                     "max_live_parameters": 100_000_000}), fsdp=8, zero=2)
+    sub_group = 100_000_000 + v * d  # it closes one parameter past the size; the fp64 norm slice then peaks
+    assert got["zero_step_grads"] == max((2 + 4) * sub_group, 8 * v * d) == 8 * v * d
+    _, got = terms(framework=ds.model_copy(update={"max_live_parameters": 600_000_000}), fsdp=8, zero=3)
+    assert got["zero3_live_params"] == 2 * 600_000_000  # the output layer kept, the prefetch capped
+    _, got = terms(fsdp=64, zero=2)  # a partition smaller than the output layer: the fp64 norm slice peaks
+    assert got["zero_step_grads"] == 8 * (8030261248 / 64)
+    _, got = terms(framework=ds.model_copy(update={"overlap_comm": True, "reduce_bucket_size": 200_000_000}),
+                   fsdp=8, zero=2)
     assert got["zero_grad_bucket"] == 2 * 2 * 200_000_000
-    _, got = terms(framework=ds.model_copy(update={"max_live_parameters": 100_000_000}), fsdp=8, zero=3)
-    assert got["zero3_live_params"] == 2 * 100_000_000
+    _, piped = terms(framework=ds.model_copy(update={"overlap_comm": True}), fsdp=4, zero=1, pp=2, microbatches=2)
+    assert piped["zero_grad_bucket"] == 2 * 500_000_000  # overlap_comm is off under the pipeline engine
     assert set(terms(dp=8)[1].values()) == {0} and terms(fsdp=8, zero=0)[1] == {}  # replicas run no ZeRO
-    top, _ = terms(fsdp=8, zero=1)  # the fp32 partition lives in the step only; the bucket in backward too
-    assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + sum(
-        top.overheads[k] for k in ("zero_grad_bucket", "zero_fp32_grads"))
+    top, _ = terms(fsdp=8, zero=1)  # the step's copies in the step only, the bucket in backward only
+    assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + top.overheads["zero_step_grads"]
+    with pytest.raises(CostModelError, match="runs ZeRO stage 1 at most"):  # deepspeed/runtime/pipe/engine.py L77-78
+        terms(fsdp=4, zero=2, pp=2, microbatches=2)
 
 
 def test_foreach_adamw_temporary_measured():

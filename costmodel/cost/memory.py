@@ -13,6 +13,7 @@ from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, minimum, where
 from costmodel.parallel import data, expert, pipeline
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
+from costmodel.errors import CostModelError
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
 
@@ -88,8 +89,11 @@ OVERHEADS = {
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "p2p_buffers": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
-    "zero_grad_bucket": ((FORWARD_BACKWARD, OPTIMIZER), False),
-    "zero_fp32_grads": ((OPTIMIZER,), False),
+    "zero_grad_bucket": ((FORWARD_BACKWARD,), False),
+    "zero3_grad_bucket": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "zero3_bucket_copy": ((FORWARD_BACKWARD,), False),
+    "zero_output_grad": ((FORWARD_BACKWARD,), False),
+    "zero_step_grads": ((OPTIMIZER,), False),
     "zero3_live_params": ((FORWARD_BACKWARD,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
@@ -113,6 +117,9 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
+    if isinstance(point.pp, int) and point.pp > 1 and point.zero > framework.pipeline_zero_max:
+        raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
+                             f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
     out = {}
     tokens = exact_div(point.tokens, point.cp)
     matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
@@ -157,24 +164,34 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
 
 
 def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
-    """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the step's fp32 gradient partition (a
-    sub-group of it at ZeRO-3) and ZeRO-3's gathered parameters."""
+    """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
+    backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),
+    the step's fp32 gradient partition (a sub-group at ZeRO-3), and ZeRO-3's gathered parameters."""
     if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
         return {}
     sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
     overlap = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
-    out = {"zero_grad_bucket": where(sharded, ov.ipg_bucket_bytes(
-        bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes,
-        buffers=2 if overlap and point.zero < 3 else 1), 0)}
-    elements = st.params / point.fsdp
-    out["zero_fp32_grads"] = where(sharded, ov.zero_fp32_grad_partition_bytes(
-        elements=elements if point.zero < 3 else minimum(elements, framework.sub_group_size),
-        grad_bytes=recipe.grad_bytes), 0)
+    bucket = ov.ipg_bucket_bytes(bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes)
+    output = _output_rows(shape, point, st) * shape.width
+    matmul = exact_div(shape.width * shape.mlp_width, point.tp)  # one MLP matmul: a block's largest parameter
+    largest = maximum(output, matmul)
+    partition = st.params / point.fsdp
+    out = {}
     if point.zero < 3:
-        return out
-    out["zero3_live_params"] = where(sharded, ov.zero3_live_param_bytes(
-        block_params=block_params_per_device(shape, point.tp), prefetch_elements=framework.prefetch_bucket_size,
-        max_live_elements=framework.max_live_parameters, weight_bytes=recipe.compute_bytes), 0)
+        # overlap_comm doubles it; DeepSpeed turns overlap_comm off under its pipeline engine (engine.py L1639-1642)
+        out["zero_grad_bucket"] = where(sharded, bucket * where(above_one(point.pp), 1, 2 if overlap else 1), 0)
+    else:
+        out["zero3_grad_bucket"] = where(sharded, bucket, 0)
+        out["zero3_bucket_copy"] = where(sharded, bucket, 0)
+    if point.zero >= 2:
+        out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
+    out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
+        elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
+        largest_param=largest, grad_bytes=recipe.grad_bytes), 0)
+    if point.zero >= 3:
+        out["zero3_live_params"] = where(sharded, ov.zero3_live_param_bytes(
+            kept=largest, largest_param=matmul, prefetch_elements=framework.prefetch_bucket_size,
+            max_live_elements=framework.max_live_parameters, weight_bytes=recipe.compute_bytes), 0)
     return out
 
 

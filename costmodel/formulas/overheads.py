@@ -8,7 +8,7 @@ micro-batch on it, b: bytes per element.
 
 from __future__ import annotations
 
-from costmodel.mathops import minimum
+from costmodel.mathops import maximum, minimum
 
 
 def ddp_bucket_bytes(*, params, grad_comm_bytes):
@@ -135,31 +135,40 @@ def ipg_bucket_bytes(*, bucket_elements, grad_bytes, buffers=1):
     """DeepSpeed ZeRO's contiguous gradient bucket ("ipg" buffer): ``buffers`` x reduce_bucket_size x b_g.
 
     With contiguous_gradients (the default) ZeRO-1/2 allocate one bucket of reduce_bucket_size
-    elements (default 5e8) in the 16-bit dtype at every backward, two with overlap_comm (off by default
-    at stages 1 and 2) (deepspeed/runtime/zero/stage_1_and_2.py L2048-2061; config.py L98, L109,
-    L134, L351-353). ZeRO-3 allocates one such bucket once, at initialisation (stage3.py L537-540).
+    elements (default 5e8, never clamped) in the 16-bit dtype at every backward, two with overlap_comm (off
+    by default at stages 1 and 2), and release it after the gradients are reduced, before the step
+    (deepspeed/runtime/zero/stage_1_and_2.py L2048-2061, L676-680, L802; config.py L98, L109, L134,
+    L351-353). ZeRO-3 allocates one bucket at initialisation and keeps it (stage3.py L537-540, L451); its
+    reduce-scatter (reduce_scatter, on by default: config.py L104) concatenates the bucket's contents into a
+    copy of the same size (comm/coalesced_collectives.py L186-199).
     """
     return buffers * bucket_elements * grad_bytes
 
 
-def zero_fp32_grad_partition_bytes(*, elements, grad_bytes):
-    """DeepSpeed ZeRO's optimizer step: a gradient partition of ``elements`` flattened (b_g each) and cast to
-    fp32 (4 each), both alive at the cast; the fp32 copy stays the optimizer's .grad through its step.
+def zero_step_grad_bytes(*, elements, largest_param, grad_bytes):
+    """DeepSpeed ZeRO's optimizer step on a gradient partition of ``elements``: the gradient norm first copies
+    each parameter's slice to fp64 (8 B x the largest slice), then the partition is flattened (b_g each) and
+    cast to fp32 (4 each), both alive at the cast; the fp32 copy stays the optimizer's .grad through its step:
+    max((b_g + 4) E, 8 min(E, largest parameter)).
 
-    ZeRO-1/2 cast this rank's whole partition, P / N (stage_1_and_2.py L1891-1902, freed L1913-1916); ZeRO-3
-    one sub-group at a time, min(P / N, sub_group_size) (stage3.py L1895-1905; sub_group_size 1e9, config.py
-    L168). The gradient shard itself is in the model's 16-bit dtype under ZeRO (engine.py L1017-1021), as the
-    recipe counts it.
+    ZeRO-1/2 cast this rank's whole partition, E = P / N (stage_1_and_2.py L1699, L1857 (norm), L1891-1902
+    (cast), L1913-1916 (freed)); ZeRO-3 one sub-group at a time, which closes at the first parameter that
+    takes it past sub_group_size (1e9 by default): E = min(P / N, sub_group_size + largest parameter)
+    (stage3.py L954-961, L1895-1914; config.py L168). The gradient shard itself stays in the model's 16-bit
+    dtype under ZeRO (engine.py L1017-1021), as the recipe counts it.
     """
-    return (grad_bytes + 4) * elements
+    return maximum((grad_bytes + 4) * elements, 8 * minimum(elements, largest_param))
 
 
-def zero3_live_param_bytes(*, block_params, prefetch_elements, max_live_elements, weight_bytes):
-    """DeepSpeed ZeRO-3's gathered parameters in flight: the block running plus the prefetch bucket,
-    capped by stage3_max_live_parameters: b_w min(P_block + prefetch, max_live).
+def zero3_live_param_bytes(*, kept, largest_param, prefetch_elements, max_live_elements, weight_bytes):
+    """DeepSpeed ZeRO-3's gathered parameters at the turn from forward to backward: what stays gathered
+    (``kept``: the output layer, reused within stage3_max_reuse_distance, or the largest module running)
+    plus the prefetch, which may overshoot its bucket by one parameter of the next block (``largest_param``)
+    and is capped by what stage3_max_live_parameters leaves: b_w (kept + min(prefetch + largest, max(0,
+    max_live - kept))).
 
-    Parameters are gathered per module ahead of use up to stage3_prefetch_bucket_size elements (default
-    5e7) and never more than stage3_max_live_parameters (default 1e9) at once (config.py L208, L231;
-    partitioned_param_coordinator.py L105-112, L378-384).
+    Parameters are gathered per leaf module; the prefetch takes min(max_live - available, prefetch bucket)
+    (partitioned_param_coordinator.py L300, L378-385, L540-551; config.py L208, L231, L237).
     """
-    return weight_bytes * minimum(block_params + prefetch_elements, max_live_elements)
+    return weight_bytes * (kept + minimum(prefetch_elements + largest_param,
+                                          maximum(0, max_live_elements - kept)))

@@ -108,6 +108,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
         if zero == 1 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
+        if framework is not None and zero > framework.pipeline_zero_max:
+            keep &= pp == 1  # a pipeline engine that runs lower ZeRO stages only (DeepSpeed's)
         considered += int(keep.sum())
         if not keep.any():
             continue

@@ -64,8 +64,11 @@ class Framework(Spec):
     fsdp_buffers: bool = Field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
     reduce_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype FSDP reduce-scatters gradients in")
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
+    pipeline_zero_max: Annotated[int, Field(ge=0, le=3)] = Field(
+        3, description="the highest ZeRO stage its pipeline engine runs with (--pp > 1)")
     zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
-                               "step's fp32 gradient partition and ZeRO-3's gathered parameters in flight")
+                               "output layer's whole gradient, the step's gradient copies and ZeRO-3's gathered "
+                               "parameters")
     reduce_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
         500_000_000, description="DeepSpeed reduce_bucket_size: elements in the contiguous gradient bucket")
     overlap_comm: bool | None = Field(
@@ -74,7 +77,8 @@ class Framework(Spec):
     prefetch_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
         50_000_000, description="DeepSpeed stage3_prefetch_bucket_size: parameters gathered ahead, elements")
     sub_group_size: Annotated[int, Field(ge=1, le=2**40)] = Field(
-        1_000_000_000, description="DeepSpeed sub_group_size: elements ZeRO-3's step casts to fp32 at a time")
+        1_000_000_000, description="DeepSpeed sub_group_size: elements ZeRO-3's step casts to fp32 at a time (plus one "
+        "parameter)")
     max_live_parameters: Annotated[int, Field(ge=0, le=2**40)] = Field(
         1_000_000_000, description="DeepSpeed stage3_max_live_parameters: gathered parameters at most, elements")
     optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
@@ -171,18 +175,21 @@ FRAMEWORKS: dict[str, Framework] = {
         Framework.builtin(
             name="deepspeed",
             description="DeepSpeed ZeRO (--fsdp N --zero 1|2|3) with its default zero_optimization settings: 16-bit "
-            "weights and gradients, fp32 master + Adam m, v, the contiguous gradient bucket, the fp32 gradient "
-            "partition at the step, ZeRO-3's gathered and prefetched parameters; the loss on an fp32 copy of the logits (Hugging "
-            "Face models)",
-            recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True,
+            "weights and gradients, fp32 master + Adam m, v, the contiguous gradient bucket, the output layer's "
+            "whole gradient (ZeRO-2/3), the step's fp64 norm and fp32 gradient copies, ZeRO-3's gathered and "
+            "prefetched parameters; the loss on an fp32 copy of the logits (Hugging Face models); pipelines with "
+            "ZeRO-0/1 only",
+            recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True, pipeline_zero_max=1,
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="microsoft/DeepSpeed@38327e07f6cd39b63418f60cedd1651b0be3e7c3: runtime/zero/config.py L98-134, "
-            "L208-237, L351-353 (defaults); runtime/zero/stage_1_and_2.py L2048-2061 (gradient bucket), L1891-1916 "
-            "(fp32 gradient partition); runtime/zero/stage3.py L537-540, L1895-1905 (bucket, fp32 sub-group); "
-            "runtime/engine.py L1017-1021 (16-bit gradients under ZeRO); "
-            "partitioned_param_coordinator.py L105-112, L378-384 (prefetch, live parameters); runtime/pipe/engine.py "
-            "L1118-1119, L1173-1175 (one activation and one gradient receive buffer, kept); transformers 5.23 "
-            "loss/loss_utils.py L61 (ForCausalLMLoss: logits.float())",
+            "L168, L208-237, L351-353 (defaults); runtime/zero/stage_1_and_2.py L2048-2061, L676-680, L802 (gradient "
+            "bucket, released before the step), L1699, L1857, L1891-1916 (fp64 norm, fp32 gradient partition); "
+            "runtime/zero/stage3.py L537-540, L954-961, L1895-1914 (bucket, fp32 sub-group); "
+            "comm/coalesced_collectives.py L186-199 (reduce-scatter copy); partitioned_param_coordinator.py L300, "
+            "L378-385, L540-551 (gathering, prefetch, reuse); runtime/engine.py L1017-1021 (16-bit gradients under "
+            "ZeRO), L1639-1642 (no overlap_comm with pipelines); runtime/pipe/engine.py L77-78 (ZeRO < 2 with "
+            "pipelines), L1118-1119, L1173-1175 (one activation and one gradient receive buffer, kept); "
+            "transformers 5.23 loss/loss_utils.py L61 (ForCausalLMLoss: logits.float())",
         ),
         Framework.builtin(
             name="torchtitan",
