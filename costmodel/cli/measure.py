@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -59,7 +60,8 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     for path in [p for given in paths for p in shipped(given)]:
         text = read_text(path, "measurement file", LOG_LIMIT)
         head = text.lstrip()[:40]
-        is_json = head[:1] == "{" or (head[:1] == "[" and "]<std" not in head)  # not Open MPI's '[1,0]<stdout>:'
+        # a log's labels start with '[' too: Open MPI's '[1,0]<stdout>:', MPICH's and Intel MPI's '[0] '
+        is_json = head[:1] == "{" or (head[:1] == "[" and not re.match(r"\[\d+(?:,\d+\]<std|\]\s)", head))
 
         docs.append(read_results(path, text) if is_json else parse_log(path, hints or Hints(), text))
     return docs

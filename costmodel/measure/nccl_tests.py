@@ -19,7 +19,14 @@ from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_col
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")
 _THREADS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")  # one thread launches nGpus GPUs' kernels
-_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*)$")
+#: '#  Rank  0 Group  0 Pid ... on HOST device  0 [BUS] NAME'; nccl-tests before 2.11 print no Group
+#: (src/common.cu@0f8c785a run(): "#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s")
+_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+                   r"\[[^\]]*\]\s+(.*)$")
+#: programs that are no collective NCCL's tuner prices: an all-gather built from send/recv between hypercube
+#: partners (src/hypercube.cu), and pairs sending across a bisection (src/bisection.cu)
+_UNMODELLED = {"hypercube": "an all-gather built from send/recv between hypercube partners",
+               "bisection": "send/recv pairs across a bisection of the ranks"}
 _ALGORITHMS = ("nvlstree", "nvls", "collnet", "tree", "ring", "pat")
 
 
@@ -29,8 +36,13 @@ def _nccl_version(code: str) -> str:
     return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
 
 
-#: task labels launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:')
-_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?)")
+#: what launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:'), MPICH and
+#: Intel MPI -prepend-rank ('[0] '), kubectl logs --timestamps (RFC 3339), moreutils ts ('Mar 05 22:09:44 ')
+_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s"
+                    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
+                    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s)")
+#: a data row's timestamp column (nccl-tests -S 1: TIME_STRING_FORMAT "%Y-%m-%d %H:%M:%S", src/util.cu)
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 #: collective names as file names spell them, longest first (reduce_scatter before reduce)
 _OPS_IN_NAMES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "reducescatter",
                  "alltoall", "all_to_all", "sendrecv", "broadcast", "gather", "scatter", "reduce")
@@ -65,30 +77,41 @@ class _Section:
     def __init__(self, collective: str, lineno: int, gpus_per_thread: int | None = None):
         self.collective, self.lineno = collective, lineno
         self.gpus_per_thread = gpus_per_thread  # nccl-tests -g: GPUs one thread drives
-        self.ranks: dict[int, tuple[str, str]] = {}
+        self.ranks: dict[int, tuple[str, str, int]] = {}  # rank -> (host, device name, group)
         self.rows: list[dict] = []
 
-    def add_rank(self, rank: int, host: str, device: str, path, lineno: int) -> None:
+    def add_rank(self, rank: int, host: str, device: str, path, lineno: int, group: int = 0) -> None:
         if rank in self.ranks:
             raise CostModelError(f"{path}:{lineno}: rank {rank} is listed twice in the "
                                  f"{self.collective} test (line {self.lineno})")
-        self.ranks[rank] = (host, device)
+        self.ranks[rank] = (host, device, group)
 
     def environment(self, path) -> dict:
+        """The world one collective ran on: all ranks, or with NCCL_TESTS_SPLIT_MASK (the rank lines' Group,
+        nccl-tests README "Running multiple operations in parallel") one group, as every group reports."""
         world = len(self.ranks)
         if sorted(self.ranks) != list(range(world)):
             raise CostModelError(f"{path}: the {self.collective} test (line {self.lineno}) lists ranks "
                                  f"{_spans(sorted(self.ranks))}; expected 0 to {world - 1}")
+        groups: dict[int, list] = {}
+        for host, _, group in self.ranks.values():
+            groups.setdefault(group, []).append(host)
+        if len({len(hosts) for hosts in groups.values()}) > 1:
+            sizes = ", ".join(f"group {g}: {len(h)}" for g, h in sorted(groups.items()))
+            raise CostModelError(f"{path}: the {self.collective} test (line {self.lineno}) runs groups of different "
+                                 f"sizes ({sizes}); cost4d times one collective of one size")
         per_host: dict[str, int] = {}
-        for host, _ in self.ranks.values():
+        for host in groups[self.ranks[0][2]]:
             per_host[host] = per_host.get(host, 0) + 1
         if len(set(per_host.values())) > 1:
             counts = ", ".join(f"{host}: {n}" for host, n in sorted(per_host.items()))
             raise CostModelError(f"{path}: ranks per host differ ({counts}); cost4d models nodes with "
                                  "equal numbers of GPUs")
-        return {"world_size": world, "nodes": len(per_host), "gpus_per_node": world // len(per_host),
-                "hosts": sorted(per_host), "devices": sorted({name for _, name in self.ranks.values()}),
-                "backend": "nccl", "gpus_per_thread": self.gpus_per_thread}
+        size = world // len(groups)
+        env = {"world_size": size, "nodes": len(per_host), "gpus_per_node": size // len(per_host),
+               "hosts": sorted(per_host), "devices": sorted({name for _, name, _ in self.ranks.values()}),
+               "backend": "nccl", "gpus_per_thread": self.gpus_per_thread}
+        return env | ({"parallel_groups": len(groups)} if len(groups) > 1 else {})
 
 
 def _spans(ranks: list[int]) -> str:
@@ -130,23 +153,29 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
-    version = nccl = threads = None
+    version = nccl = threads = layout = None
     sections: list[_Section] = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        line = _LABEL.sub("", line, count=1)
+        line = _unlabelled(line)
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), _nccl_version(m.group(3))
         elif (m := _TEST.search(line)):
-            sections.append(_Section(_agreed(canonical_collective(m.group(1)), op, path, lineno), lineno))
+            sections.append(_Section(_agreed(_program(m.group(1), path, lineno), op, path, lineno), lineno))
+            layout = None
         elif (m := _THREADS.search(line)):
             threads = min(int(m.group(2)), DEVICES)
             if sections:
                 sections[-1].gpus_per_thread = threads
         elif (m := _RANK.search(line)):
-            _open(sections, path, lineno, op, threads).add_rank(int(m.group(1)), m.group(2), m.group(4).strip(),
-                                                                 path, lineno)
-        elif line.strip() and not line.lstrip().startswith("#"):
-            _open(sections, path, lineno, op, threads).rows += _data_row(line, path, lineno)
+            _open(sections, path, lineno, op, threads).add_rank(int(m.group(1)), m.group(3), m.group(5).strip(),
+                                                                 path, lineno, int(m.group(2) or 0))
+        elif line.lstrip().startswith("#"):
+            columns = line.lstrip().lstrip("#").split()
+            if columns[:2] == ["size", "count"]:
+                layout = _layout(columns, path, lineno)
+        elif _is_row(line.split(), layout):
+            _open(sections, path, lineno, op, threads).rows += _data_row(line, path, lineno, layout)
+        # anything else is not nccl-tests' table: NCCL_DEBUG lines, launcher and container notices
     if not sections:
         raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
     given = hints.environment(path)
@@ -179,6 +208,7 @@ def _world(section: "_Section", given: dict | None, previous: dict | None, path)
         if given and (given["nodes"], given["gpus_per_node"]) != (listed["nodes"], listed["gpus_per_node"]):
             raise CostModelError(f"{path}: the log lists {listed['nodes']} x {listed['gpus_per_node']} ranks, but "
                                  f"--nodes/--gpus-per-node say {given['nodes']} x {given['gpus_per_node']}")
+        _check_bus_factor(section, listed, path, listed=True)  # groups the rank lines do not show (split masks)
         return listed
     if given or previous:
         world = given or previous
@@ -188,10 +218,12 @@ def _world(section: "_Section", given: dict | None, previous: dict | None, path)
                          "to tell the world size: give --nodes and --gpus-per-node")
 
 
-def _check_bus_factor(section: "_Section", world: dict, path) -> None:
+def _check_bus_factor(section: "_Section", world: dict, path, listed: bool = False) -> None:
     """A world size given for a log without rank lines must match what its busbw / algbw says: nccl-tests
     prints busbw = algbw x passes (n - 1)/n (formulas.comms.bus_factor), so the ratio names n. Rows under
-    1 GB/s are left out (two printed decimals make their ratio coarse)."""
+    1 GB/s are left out (two printed decimals make their ratio coarse). Under rank lines (``listed``) only a
+    ratio that names another finite n is refused: parallel groups the lines do not show (versions without
+    Group, NCCL_TESTS_SPLIT_MASK)."""
     from costmodel.formulas.comms import PASSES, bus_factor
 
     ratios = sorted(r["busbw_bytes_per_s"] / r["algbw_bytes_per_s"] for r in section.rows
@@ -203,9 +235,13 @@ def _check_bus_factor(section: "_Section", world: dict, path) -> None:
     if abs(ratio - expected) > 0.01 * expected:
         passes = PASSES[section.collective]
         implied = passes / (passes - ratio) if ratio < passes else math.inf
+        if listed and (implied == math.inf or n == 1):  # a one-rank test moves nothing: its busbw is 0
+            return
+        told = (f"the {n} ranks it lists" if section.ranks else
+                f"the {n} ranks of --nodes {world['nodes']} x --gpus-per-node {world['gpus_per_node']}")
         raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has busbw / algbw = "
-                             f"{ratio:.4g}, {passes} (n - 1)/n for n = {implied:.3g}, not for the {n} ranks of "
-                             f"--nodes {world['nodes']} x --gpus-per-node {world['gpus_per_node']} ({expected:.4g})")
+                             f"{ratio:.4g}, {passes} (n - 1)/n for n = {implied:.3g}, not for {told} "
+                             f"({expected:.4g})")
 
 
 def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: int | None) -> _Section:
@@ -220,25 +256,110 @@ def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: 
     return sections[-1]
 
 
-def _data_row(line: str, path: Path, lineno: int) -> list[dict]:
-    """size count type redop root | time algbw busbw #wrong (out-of-place) | the same in-place."""
+def _unlabelled(line: str) -> str:
+    """The line without the labels and timestamps launchers put before it (a timestamp, then a rank label)."""
+    for _ in range(3):
+        stripped = _LABEL.sub("", line, count=1)
+        if stripped == line:
+            return line
+        line = stripped
+    return line
+
+
+def _is_row(tokens: list[str], layout) -> bool:
+    """Whether a line is a row of the table: it starts with a size, or (a malformed size) ends with as many
+    numbers as its header's measurement columns. NCCL_DEBUG lines and notices do neither."""
+    if not tokens:
+        return False
+    if tokens[0].isascii() and tokens[0].isdigit():
+        return True
+    width = (layout or _DEFAULT).width
+    return len(tokens) >= 2 + width and all(t == "N/A" or _is_number(t) for t in tokens[-width:])
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _program(name: str, path, lineno: int) -> str:
+    """The collective a 'Collective test starting' line names: all_reduce_perf, or with a build's
+    NAME_SUFFIX (make MPI=1 NAME_SUFFIX=_mpi: all_reduce_perf_mpi; nccl-tests README)."""
+    base = re.sub(r"_perf\w*$", "", name)
+    if base in _UNMODELLED:
+        raise CostModelError(f"{path}:{lineno}: {name} times {_UNMODELLED[base]}: no NCCL collective, so cost4d has "
+                             "no time model for it")
+    try:
+        return canonical_collective(base)
+    except CostModelError:
+        try:
+            canonical_collective(name)
+        except CostModelError as err:  # the program as the log names it
+            raise CostModelError(f"{path}:{lineno}: {err}") from None
+        raise
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a data row's measurements sit, read from its column header: each placement's (out-of-place,
+    in-place) columns, time first, from the end of the row (older nccl-tests print fewer leading columns:
+    no root, no redop, or a blank redop for all-to-all), and whether a timestamp ends the row."""
+
+    widths: tuple  # columns per placement: time algbw busbw [#wrong | error] [i_min i_max i_p99 i_cv%]
+    wrong: tuple  # the #wrong / error column's offset in each, or None
+    stamped: bool
+
+    @property
+    def width(self) -> int:
+        return sum(self.widths)
+
+
+def _layout(columns: list[str], path, lineno: int) -> _Layout:
+    """A column header ('size count type redop root time algbw busbw #wrong time ...') as a :class:`_Layout`."""
+    if "cputime" in columns:
+        raise CostModelError(f"{path}:{lineno}: the log reports 'cputime' (nccl-tests -C 1): the host's time to "
+                             "launch each operation, not the collective's; rerun without -C")
+    stamped = columns[-1] == "timestamp"
+    end = len(columns) - stamped
+    starts = [i for i, name in enumerate(columns) if name == "time"]
+    groups = [columns[s:e] for s, e in zip(starts, starts[1:] + [end])]
+    if not groups or any(g[:3] != ["time", "algbw", "busbw"] for g in groups):
+        raise CostModelError(f"{path}:{lineno}: a column header without 'time algbw busbw' after each placement: "
+                             f"{shown(' '.join(columns))}")
+    wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
+    return _Layout(tuple(len(g) for g in groups), wrong, stamped)
+
+
+#: the columns of a row under no header: size count type redop root | time algbw busbw #wrong (x 2)
+_DEFAULT = _Layout((4, 4), (3, 3), False)
+
+
+def _data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) -> list[dict]:
+    """One row of the table, read by its header's layout (today's columns when the log has none)."""
     tokens = line.split()
-    if len(tokens) < 9:
-        raise CostModelError(f"{path}:{lineno}: a data row needs at least 9 columns, found {len(tokens)}: "
-                             f"{shown(line.strip())}")
+    if _STAMP.match(" ".join(tokens[-2:])):  # -S 1 (its header says 'timestamp' at the end)
+        tokens = tokens[:-2]
+    if layout is None:
+        fields = tokens[5:]  # no header: today's five leading columns; '#wrong' is absent in some versions
+        layout = _DEFAULT if len(fields) >= 8 else _Layout((3, 3), (None, None), False)
+        tokens = tokens[:5 + layout.width]
+    if len(tokens) < 2 + layout.width:
+        raise CostModelError(f"{path}:{lineno}: a data row needs at least {2 + layout.width} columns, found "
+                             f"{len(tokens)}: {shown(line.strip())}")
     if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > _MAX_BYTES:
         raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
                              f"up to {_MAX_BYTES:,}")
-    size = int(tokens[0])
-    out = []
-    fields = tokens[5:]
-    width = 4 if len(fields) >= 8 else 3  # '#wrong' is absent in some versions
-    for placement, start in (("out-of-place", 0), ("in-place", width)):
-        chunk = fields[start:start + width]
-        if len(chunk) < 3 or size == 0:
+    size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
+    out, start = [], 0
+    for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
+        chunk, start = fields[start:start + width], start + width
+        if size == 0:
             continue
-        if width == 4 and chunk[3] not in ("0", "N/A"):
-            raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[3], 20)} ({placement}): nccl-tests "
+        if wrong is not None and chunk[wrong] != "N/A" and _number(chunk[wrong], path, lineno, "#wrong") != 0:
+            raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[wrong], 20)} ({placement}): nccl-tests "
                                  "found wrong results in this row; rerun before timing it")
         time_us = _number(chunk[0], path, lineno, f"{placement} time")
         lo, hi = (1e6 * t for t in MEASURED)
@@ -246,9 +367,9 @@ def _data_row(line: str, path: Path, lineno: int) -> list[dict]:
             raise CostModelError(f"{path}:{lineno}: {placement} time {shown(chunk[0], 20)} us: a measured time is "
                                  f"positive, from {lo:g} to {hi:g} us")
         algbw, busbw = (_number(t, path, lineno, f"{placement} bandwidth") for t in chunk[1:3])
-        out.append({"bytes": size, "count": int(_number(tokens[1], path, lineno, "count")), "dtype": tokens[2],
-                    "placement": placement, "time_s": time_us * 1e-6, "algbw_bytes_per_s": algbw * 1e9,
-                    "busbw_bytes_per_s": busbw * 1e9})
+        out.append({"bytes": size, "count": int(_number(lead[1], path, lineno, "count")),
+                    "dtype": lead[2] if len(lead) > 2 else "", "placement": placement, "time_s": time_us * 1e-6,
+                    "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9})
     return out
 
 

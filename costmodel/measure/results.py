@@ -26,13 +26,13 @@ COLLECTIVES = {
     "reduce": ("reduce",),
     "gather": ("gather",),
     "scatter": ("scatter",),
-    "send/recv": ("sendrecv", "send_recv", "hypercube"),
+    "send/recv": ("sendrecv", "send_recv"),
 }
 
 
 def canonical_collective(name: str) -> str:
     """'all_reduce_perf' / 'allreduce' / 'all-reduce' -> 'all-reduce'."""
-    key = name.lower().removesuffix("_perf").replace("-", "_")
+    key = name.lower().removesuffix("_perf").replace("-", "_").replace("/", "_")
     for canonical, aliases in COLLECTIVES.items():
         if key == canonical.replace("-", "_").replace("/", "_") or key in aliases:
             return canonical
