@@ -110,7 +110,9 @@ def import_nccl_tests(
     hints,
 ) -> None:
     """Parse nccl-tests logs (single or multi-node, any collective, one run per test in the file) into
-    one results JSON. Lines may carry srun's '0: ' or Open MPI's '[1,0]<stdout>:' labels."""
+    one results JSON. Any nccl-tests version's columns (read by the column header), -I and -S columns, and
+    NCCL_DEBUG lines mixed in; lines may carry srun's '0: ', Open MPI's '[1,0]<stdout>:', MPICH's '[0] ' or
+    kubectl's and ts's timestamps. Parallel groups (NCCL_TESTS_SPLIT_MASK) are timed as one group."""
     from costmodel.inputs.output import write_json
     from costmodel.measure.nccl_tests import merge
     from costmodel.report import emit_json

@@ -1,0 +1,137 @@
+"""One row of nccl-tests' results table: where its measurements sit (from the column header), the labels and
+timestamps launchers put before it, and which lines are rows at all.
+
+The formats are nccl-tests' own (NVIDIA/nccl-tests src/util.cu writeResultHeader and writeBenchmarkLineBody;
+src/common.cu@0f8c785a for versions before 2.11), and the launchers'.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import MEASURED
+from costmodel.inputs.files import shown
+
+#: what launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:'), MPICH and
+#: Intel MPI -prepend-rank ('[0] '), kubectl logs --timestamps (RFC 3339), moreutils ts ('Mar 05 22:09:44 ')
+_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s"
+                    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
+                    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s)")
+#: a data row's timestamp column (nccl-tests -S 1: TIME_STRING_FORMAT "%Y-%m-%d %H:%M:%S", src/util.cu)
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+_MAX_BYTES = 2**50
+
+
+def _number(token: str, path, lineno: int, what: str) -> float:
+    """A finite, non-negative number from a log column."""
+    try:
+        value = float(token)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise CostModelError(f"{path}:{lineno}: {what}: expected a finite number >= 0, found {shown(token, 20)}")
+    return value
+
+
+def unlabelled(line: str) -> str:
+    """The line without the labels and timestamps launchers put before it (a timestamp, then a rank label)."""
+    for _ in range(3):
+        stripped = _LABEL.sub("", line, count=1)
+        if stripped == line:
+            return line
+        line = stripped
+    return line
+
+
+def is_row(tokens: list[str], layout) -> bool:
+    """Whether a line is a row of the table: it starts with a size, or (a malformed size) ends with as many
+    numbers as its header's measurement columns. NCCL_DEBUG lines and notices do neither."""
+    if not tokens:
+        return False
+    if tokens[0].isascii() and tokens[0].isdigit():
+        return True
+    width = (layout or _DEFAULT).width
+    return len(tokens) >= 2 + width and all(t == "N/A" or _is_number(t) for t in tokens[-width:])
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a data row's measurements sit, read from its column header: each placement's (out-of-place,
+    in-place) columns, time first, from the end of the row (older nccl-tests print fewer leading columns:
+    no root, no redop, or a blank redop for all-to-all), and whether a timestamp ends the row."""
+
+    widths: tuple  # columns per placement: time algbw busbw [#wrong | error] [i_min i_max i_p99 i_cv%]
+    wrong: tuple  # the #wrong / error column's offset in each, or None
+    stamped: bool
+
+    @property
+    def width(self) -> int:
+        return sum(self.widths)
+
+
+def layout_of(columns: list[str], path, lineno: int) -> _Layout:
+    """A column header ('size count type redop root time algbw busbw #wrong time ...') as a :class:`_Layout`."""
+    if "cputime" in columns:
+        raise CostModelError(f"{path}:{lineno}: the log reports 'cputime' (nccl-tests -C 1): the host's time to "
+                             "launch each operation, not the collective's; rerun without -C")
+    stamped = columns[-1] == "timestamp"
+    end = len(columns) - stamped
+    starts = [i for i, name in enumerate(columns) if name == "time"]
+    groups = [columns[s:e] for s, e in zip(starts, starts[1:] + [end])]
+    if not groups or any(g[:3] != ["time", "algbw", "busbw"] for g in groups):
+        raise CostModelError(f"{path}:{lineno}: a column header without 'time algbw busbw' after each placement: "
+                             f"{shown(' '.join(columns))}")
+    wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
+    return _Layout(tuple(len(g) for g in groups), wrong, stamped)
+
+
+#: the columns of a row under no header: size count type redop root | time algbw busbw #wrong (x 2)
+_DEFAULT = _Layout((4, 4), (3, 3), False)
+
+
+def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) -> list[dict]:
+    """One row of the table, read by its header's layout (today's columns when the log has none)."""
+    tokens = line.split()
+    if _STAMP.match(" ".join(tokens[-2:])):  # -S 1 (its header says 'timestamp' at the end)
+        tokens = tokens[:-2]
+    if layout is None:
+        fields = tokens[5:]  # no header: today's five leading columns; '#wrong' is absent in some versions
+        layout = _DEFAULT if len(fields) >= 8 else _Layout((3, 3), (None, None), False)
+        tokens = tokens[:5 + layout.width]
+    if len(tokens) < 2 + layout.width:
+        raise CostModelError(f"{path}:{lineno}: a data row needs at least {2 + layout.width} columns, found "
+                             f"{len(tokens)}: {shown(line.strip())}")
+    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > _MAX_BYTES:
+        raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
+                             f"up to {_MAX_BYTES:,}")
+    size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
+    out, start = [], 0
+    for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
+        chunk, start = fields[start:start + width], start + width
+        if size == 0:
+            continue
+        if wrong is not None and chunk[wrong] != "N/A" and _number(chunk[wrong], path, lineno, "#wrong") != 0:
+            raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[wrong], 20)} ({placement}): nccl-tests "
+                                 "found wrong results in this row; rerun before timing it")
+        time_us = _number(chunk[0], path, lineno, f"{placement} time")
+        lo, hi = (1e6 * t for t in MEASURED)
+        if not lo <= time_us <= hi:
+            raise CostModelError(f"{path}:{lineno}: {placement} time {shown(chunk[0], 20)} us: a measured time is "
+                                 f"positive, from {lo:g} to {hi:g} us")
+        algbw, busbw = (_number(t, path, lineno, f"{placement} bandwidth") for t in chunk[1:3])
+        out.append({"bytes": size, "count": int(_number(lead[1], path, lineno, "count")),
+                    "dtype": lead[2] if len(lead) > 2 else "", "placement": placement, "time_s": time_us * 1e-6,
+                    "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9})
+    return out
