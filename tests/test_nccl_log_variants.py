@@ -163,3 +163,43 @@ def test_op_is_taken_as_the_help_spells_it(tmp_path):
     headless = [line for line in lines() if "Collective test starting" not in line]
     path = write(tmp_path, [line.replace("all_reduce_perf", "x") for line in headless], "log.out")
     assert imported(path, "--op", "send/recv")["runs"][0]["collective"] == "send/recv"
+
+
+def as_json(text_lines, *, env=(), key="time", wrong=0.0) -> dict:
+    """A text log as nccl-tests -J writes it (src/util.cu, JSON_FILE_VERSION 2): args, env, config.devices, and one
+    result per row with out_of_place / in_place {time, alg_bw, bus_bw, nwrong}."""
+    devices = [{"rank": int(m.group(1)), "group": int(m.group(2)), "pid": 1, "hostname": m.group(3),
+                "device": int(m.group(4)), "device_hex": "0000:29:00", "device_info": m.group(5)}
+               for line in text_lines
+               if (m := re.match(r"#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\S+\s+(.*)$",
+                                 line))]
+    results = []
+    for line in text_lines:
+        if line.strip() and (t := line.split())[0].isdigit():
+            placed = [{key: float(t[i]), "alg_bw": float(t[i + 1]), "bus_bw": float(t[i + 2]), "nwrong": wrong}
+                      for i in (5, 9)]
+            results.append({"size": int(t[0]), "count": int(t[1]), "type": t[2], "redop": t[3], "root": t[4],
+                            "out_of_place": placed[0], "in_place": placed[1], "actual_iterations": 20,
+                            "experiment_name": ""})
+    return {"version": 2, "start_time": "2025-03-05 22:09:44", "args": ["./build/all_reduce_perf", "-g", "8", "-J", "x"],
+            "env": list(env), "nccl_version": 22602,
+            "config": {"nthreads": 1, "ngpus": 8, "devices": devices}, "results": results,
+            "out_of_bounds": {"count": 0, "okay": "true"}}
+
+
+def test_nccl_tests_own_json_reads_as_its_log(tmp_path):
+    """-J FILE: the same rows, ranks and program as the text log; NCCL_ALGO from the run's environment (a list
+    or an exclusion leaves the choice to NCCL); -C's cpu_time and nonzero nwrong refused."""
+    path = tmp_path / "ar.json"
+    path.write_text(json.dumps(as_json(lines(), env=["NCCL_ALGO=Ring", "NCCL_DEBUG=WARN"])))
+    doc = imported(path)
+    assert measured(path) == plain() and doc["environment"]["world_size"] == 8
+    assert doc["runs"][0]["algorithm"] == "ring" and doc["source"]["nccl"] == "2.26.2"
+    path.write_text(json.dumps(as_json(lines(), env=["NCCL_ALGO=^NVLS"])))
+    assert imported(path)["runs"][0]["algorithm"] == "auto"
+    path.write_text(json.dumps(as_json(lines(), key="cpu_time")))
+    assert_refused(run(["import", "nccl-tests", str(path)]), "-C")
+    path.write_text(json.dumps(as_json(lines(), wrong=4.0)))
+    assert_refused(run(["import", "nccl-tests", str(path)]), "wrong results")
+    path.write_text(json.dumps(dict(as_json(lines()), results=[])))
+    assert_refused(run(["import", "nccl-tests", str(path)]), "'results' rows")

@@ -50,9 +50,10 @@ def with_log_hints(command):
 
 
 def load_measurements(paths: list[Path], hints=None) -> list[dict]:
-    """Results JSON files and nccl-tests logs (told apart by their first character), each as a
-    results document; ``hints`` fill in what logs leave out."""
-    from costmodel.inputs.files import LOG_LIMIT, read_text
+    """Results JSON files, nccl-tests logs (told apart by their first character) and nccl-tests' own JSON
+    (-J), each as a results document; ``hints`` fill in what logs leave out."""
+    from costmodel.inputs.files import LOG_LIMIT, parse_document, read_text
+    from costmodel.measure.nccl_json import is_nccl_tests_json, parse_json
     from costmodel.measure.nccl_tests import Hints, parse_log
     from costmodel.measure.results import read_results
 
@@ -63,7 +64,11 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
         # a log's labels start with '[' too: Open MPI's '[1,0]<stdout>:', MPICH's and Intel MPI's '[0] '
         is_json = head[:1] == "{" or (head[:1] == "[" and not re.match(r"\[\d+(?:,\d+\]<std|\]\s)", head))
 
-        docs.append(read_results(path, text) if is_json else parse_log(path, hints or Hints(), text))
+        if not is_json:
+            docs.append(parse_log(path, hints or Hints(), text))
+            continue
+        data = parse_document(text, str(path), "json")
+        docs.append(parse_json(path, data, hints or Hints()) if is_nccl_tests_json(data) else read_results(path, text))
     return docs
 
 

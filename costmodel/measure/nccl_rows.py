@@ -23,17 +23,18 @@ _LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s"
                     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s)")
 #: a data row's timestamp column (nccl-tests -S 1: TIME_STRING_FORMAT "%Y-%m-%d %H:%M:%S", src/util.cu)
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
-_MAX_BYTES = 2**50
+MAX_BYTES = 2**50
 
 
-def _number(token: str, path, lineno: int, what: str) -> float:
-    """A finite, non-negative number from a log column."""
+def _number(token, path, lineno: int | None, what: str) -> float:
+    """A finite, non-negative number from a log column (or a JSON value)."""
     try:
-        value = float(token)
+        value = float(token) if isinstance(token, (str, int, float)) and not isinstance(token, bool) else math.nan
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
-        raise CostModelError(f"{path}:{lineno}: {what}: expected a finite number >= 0, found {shown(token, 20)}")
+        where = path if lineno is None else f"{path}:{lineno}"
+        raise CostModelError(f"{where}: {what}: expected a finite number >= 0, found {shown(token, 20)}")
     return value
 
 
@@ -113,25 +114,31 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
     if len(tokens) < 2 + layout.width:
         raise CostModelError(f"{path}:{lineno}: a data row needs at least {2 + layout.width} columns, found "
                              f"{len(tokens)}: {shown(line.strip())}")
-    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > _MAX_BYTES:
+    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > MAX_BYTES:
         raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
-                             f"up to {_MAX_BYTES:,}")
+                             f"up to {MAX_BYTES:,}")
     size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
+    count, dtype = int(_number(lead[1], path, lineno, "count")), lead[2] if len(lead) > 2 else ""
     out, start = [], 0
     for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
         chunk, start = fields[start:start + width], start + width
-        if size == 0:
-            continue
-        if wrong is not None and chunk[wrong] != "N/A" and _number(chunk[wrong], path, lineno, "#wrong") != 0:
-            raise CostModelError(f"{path}:{lineno}: #wrong = {shown(chunk[wrong], 20)} ({placement}): nccl-tests "
-                                 "found wrong results in this row; rerun before timing it")
-        time_us = _number(chunk[0], path, lineno, f"{placement} time")
-        lo, hi = (1e6 * t for t in MEASURED)
-        if not lo <= time_us <= hi:
-            raise CostModelError(f"{path}:{lineno}: {placement} time {shown(chunk[0], 20)} us: a measured time is "
-                                 f"positive, from {lo:g} to {hi:g} us")
-        algbw, busbw = (_number(t, path, lineno, f"{placement} bandwidth") for t in chunk[1:3])
-        out.append({"bytes": size, "count": int(_number(lead[1], path, lineno, "count")),
-                    "dtype": lead[2] if len(lead) > 2 else "", "placement": placement, "time_s": time_us * 1e-6,
-                    "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9})
+        if size:
+            out.append(measurement(size, count, dtype, placement, chunk[:3],
+                                   None if wrong is None else chunk[wrong], f"{path}:{lineno}"))
     return out
+
+
+def measurement(size: int, count: int, dtype: str, placement: str, values, wrong, where: str) -> dict:
+    """One placement's row from its (time us, algbw GB/s, busbw GB/s) and #wrong (None or 'N/A': not
+    checked), each as the log printed it; ``where`` names the line for the errors."""
+    if wrong not in (None, "N/A") and _number(wrong, where, None, "#wrong") != 0:
+        raise CostModelError(f"{where}: #wrong = {shown(wrong, 20)} ({placement}): nccl-tests found wrong results "
+                             "in this row; rerun before timing it")
+    time_us = _number(values[0], where, None, f"{placement} time")
+    lo, hi = (1e6 * t for t in MEASURED)
+    if not lo <= time_us <= hi:
+        raise CostModelError(f"{where}: {placement} time {shown(values[0], 20)} us: a measured time is positive, "
+                             f"from {lo:g} to {hi:g} us")
+    algbw, busbw = (_number(v, where, None, f"{placement} bandwidth") for v in values[1:3])
+    return {"bytes": size, "count": count, "dtype": dtype, "placement": placement, "time_s": time_us * 1e-6,
+            "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9}

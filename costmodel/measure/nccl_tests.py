@@ -31,7 +31,7 @@ _UNMODELLED = {"hypercube": "an all-gather built from send/recv between hypercub
 _ALGORITHMS = ("nvlstree", "nvls", "collnet", "tree", "ring", "pat")
 
 
-def _nccl_version(code: str) -> str:
+def nccl_version_of(code: str) -> str:
     """22602 -> '2.26.2'."""
     value = int(code)
     return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
@@ -51,7 +51,7 @@ def infer_algorithm(path: Path) -> str:
     return _named(path, _ALGORITHMS) or "auto"
 
 
-class _Section:
+class Section:
     """One 'Collective test starting' block: its collective, rank lines and data rows."""
 
     def __init__(self, collective: str, lineno: int, gpus_per_thread: int | None = None):
@@ -134,13 +134,13 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
     version = nccl = threads = layout = None
-    sections: list[_Section] = []
+    sections: list[Section] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = unlabelled(line)
         if (m := _VERSION.search(line)):
-            version, nccl = m.group(1), _nccl_version(m.group(3))
+            version, nccl = m.group(1), nccl_version_of(m.group(3))
         elif (m := _TEST.search(line)):
-            sections.append(_Section(_agreed(_program(m.group(1), path, lineno), op, path, lineno), lineno))
+            sections.append(Section(_agreed(program_of(m.group(1), path, lineno), op, path, lineno), lineno))
             layout = None
         elif (m := _THREADS.search(line)):
             threads = min(int(m.group(2)), DEVICES)
@@ -163,7 +163,7 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     for section in sections:
         if not section.rows:
             raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has no data rows")
-        env = _world(section, given, environment, path)
+        env = world_of(section, given, environment, path)
         environment = environment or env
         runs.append({"collective": section.collective, "algorithm": algorithm, "rows": section.rows,
                      "environment": env})
@@ -181,7 +181,7 @@ def _agreed(logged: str, given: str | None, path, lineno: int) -> str:
     return logged
 
 
-def _world(section: "_Section", given: dict | None, previous: dict | None, path) -> dict:
+def world_of(section: "Section", given: dict | None, previous: dict | None, path) -> dict:
     """A block's world: its rank lines, else --nodes/--gpus-per-node, else the block before's."""
     if section.ranks:
         listed = section.environment(path)
@@ -198,7 +198,7 @@ def _world(section: "_Section", given: dict | None, previous: dict | None, path)
                          "to tell the world size: give --nodes and --gpus-per-node")
 
 
-def _check_bus_factor(section: "_Section", world: dict, path, listed: bool = False) -> None:
+def _check_bus_factor(section: "Section", world: dict, path, listed: bool = False) -> None:
     """A world size given for a log without rank lines must match what its busbw / algbw says: nccl-tests
     prints busbw = algbw x passes (n - 1)/n (formulas.comms.bus_factor), so the ratio names n. Rows under
     1 GB/s are left out (two printed decimals make their ratio coarse). Under rank lines (``listed``) only a
@@ -224,7 +224,7 @@ def _check_bus_factor(section: "_Section", world: dict, path, listed: bool = Fal
                              f"({expected:.4g})")
 
 
-def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: int | None) -> _Section:
+def _open(sections: list[Section], path, lineno: int, op: str | None, threads: int | None) -> Section:
     """The block a rank line or data row belongs to; before any 'Collective test starting' line, a
     block of its own whose op is --op or the file name's."""
     if not sections:
@@ -232,11 +232,11 @@ def _open(sections: list[_Section], path, lineno: int, op: str | None, threads: 
         if op is None:
             raise CostModelError(f"{path}:{lineno}: no 'Collective test starting' line before the data, and the "
                                  "file name names no collective: give --op (e.g. --op all-reduce)")
-        sections.append(_Section(op, lineno, threads))
+        sections.append(Section(op, lineno, threads))
     return sections[-1]
 
 
-def _program(name: str, path, lineno: int) -> str:
+def program_of(name: str, path, lineno: int) -> str:
     """The collective a 'Collective test starting' line names: all_reduce_perf, or with a build's
     NAME_SUFFIX (make MPI=1 NAME_SUFFIX=_mpi: all_reduce_perf_mpi; nccl-tests README)."""
     base = re.sub(r"_perf\w*$", "", name)

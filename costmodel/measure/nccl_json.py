@@ -1,0 +1,85 @@
+"""nccl-tests' own JSON output (``-J FILE``, JSON_FILE_VERSION 2; NVIDIA/nccl-tests src/util.cu jsonOutputInit,
+writeDeviceReport, writeBenchmarkLinePreamble and writeBenchmarkLineBody) as the same results its text log gives:
+the program from ``args``, the ranks from ``config.devices``, NCCL_ALGO from ``env``, one row per placement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from costmodel.errors import CostModelError
+from costmodel.inputs.files import shown
+from costmodel.measure.nccl_rows import MAX_BYTES, measurement
+from costmodel.measure.nccl_tests import Hints, Section, infer_algorithm, nccl_version_of, program_of, world_of
+from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
+
+
+def is_nccl_tests_json(data) -> bool:
+    """Whether a JSON document is nccl-tests' -J output (rather than a cost4d results file)."""
+    return isinstance(data, dict) and {"config", "results", "args"} <= data.keys() and "format" not in data
+
+
+def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
+    """One nccl-tests JSON file as a cost4d results document (one run: one program per file)."""
+    where = str(path)
+    args, config, results = data.get("args"), data.get("config"), data.get("results")
+    if not (isinstance(args, list) and args and isinstance(config, dict) and isinstance(results, list) and results):
+        raise CostModelError(f"{where}: nccl-tests JSON without 'args', 'config' or 'results' rows")
+    op = canonical_collective(hints.op) if hints.op is not None else None
+    logged = program_of(Path(str(args[0])).name, where, "args[0]")
+    if op is not None and op != logged:
+        raise CostModelError(f"{where}: the file runs {logged}, but --op says {op}")
+    ngpus = config.get("ngpus")
+    section = Section(logged, 1, ngpus if isinstance(ngpus, int) and ngpus > 0 else None)
+    for i, device in enumerate(config.get("devices") or []):
+        if not (isinstance(device, dict) and isinstance(device.get("rank"), int)
+                and isinstance(device.get("group", 0), int)):
+            raise CostModelError(f"{where}: config.devices[{i}]: expected an object with an integer 'rank' and 'group'")
+        section.add_rank(device["rank"], str(device.get("hostname", "")), str(device.get("device_info", "")), where,
+                         f"devices[{i}]", device.get("group", 0))
+    for i, row in enumerate(results):
+        section.rows += _rows(row, f"{where}: results[{i}]")
+    env = world_of(section, hints.environment(path), None, where)
+    nccl = data.get("nccl_version")
+    return {
+        "format": FORMAT,
+        "source": {"tool": "nccl-tests", "version": None, "nccl": nccl_version_of(nccl) if isinstance(nccl, int) else None,
+                   "files": [str(path)]},
+        "environment": env,
+        "runs": [{"collective": logged, "algorithm": _algorithm(data, hints, path), "rows": section.rows,
+                  "environment": env}],
+    }
+
+
+def _rows(row, where: str) -> list[dict]:
+    if not isinstance(row, dict) or not isinstance(row.get("size"), int) or not 0 <= row["size"] <= MAX_BYTES:
+        raise CostModelError(f"{where}: expected an object with a whole 'size' of 0 to {MAX_BYTES:,} bytes, found "
+                             f"{shown(row, 40)}")
+    out = []
+    for key, placement in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
+        values = row.get(key)
+        if values is None or row["size"] == 0:
+            continue
+        if not isinstance(values, dict) or "cpu_time" in values:
+            raise CostModelError(f"{where}.{key}: expected 'time', 'alg_bw', 'bus_bw' (a 'cpu_time' is nccl-tests "
+                                 "-C 1: the host's launch time, not the collective's; rerun without -C)")
+        wrong = values.get("nwrong")
+        count = row.get("count")
+        out.append(measurement(row["size"], count if isinstance(count, int) else 0, str(row.get("type", "")), placement,
+                               [values.get("time"), values.get("alg_bw"), values.get("bus_bw")],
+                               None if wrong is None else wrong, f"{where}.{key}"))
+    return out
+
+
+def _algorithm(data: dict, hints: Hints, path: Path) -> str:
+    """--algorithm, else the NCCL_ALGO the run's environment set, else the file name's, else 'auto'."""
+    if hints.algorithm is not None:
+        return canonical_algorithm(hints.algorithm)
+    for entry in data.get("env") or []:
+        if isinstance(entry, str) and entry.startswith("NCCL_ALGO="):
+            value = entry.split("=", 1)[1].strip()
+            if value and not any(c in value for c in ",^;:"):  # a list or an exclusion leaves the choice to NCCL
+                try:
+                    return canonical_algorithm(value)
+                except CostModelError as err:
+                    raise CostModelError(f"{path}: env NCCL_ALGO: {err}") from None
+    return infer_algorithm(path)
