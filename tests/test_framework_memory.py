@@ -259,6 +259,7 @@ def test_deepspeed_terms():
     assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_step_grads": (2 + 4) * top.stage.params / 8}
     top, got = terms(fsdp=8, zero=2)
     assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_output_grad": 2 * v * d,
+                   "zero2_partition_overhang": 2 * (1_090_519_040 - 8_029_995_008 / 8),  # the test below
                    "zero_step_grads": (2 + 4) * top.stage.params / 8}
     top, got = terms(fsdp=8, zero=3)
     assert top.stage.params / 8 < 1_000_000_000 + v * d  # 8B / 8: one sub-group holds the whole partition
@@ -282,6 +283,32 @@ def test_deepspeed_terms():
     assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + top.overheads["zero_step_grads"]
     with pytest.raises(CostModelError, match="runs ZeRO stage 1 at most"):  # deepspeed/runtime/pipe/engine.py L77-78
         terms(fsdp=4, zero=2, pp=2, microbatches=2)
+
+
+def test_zero2_gradient_buffer_holds_whole_parameters():
+    """DeepSpeed ZeRO-2's grads_in_partition (stage_1_and_2.py L1344-1352, L1607-1636): every parameter overlapping
+    the rank's partition, whole. By brute force on a small list, and Llama 3 8B's busiest rank at 8 shards: the
+    embedding (128256 x 4096) and the first layers' matrices up to 1,090,519,040 elements, 8.6% past P / N (a
+    reviewer's independent count); 2.12x and 5.46x at 16 and 64 shards. Arrays of shard counts give the same."""
+    from costmodel.parallel.data.partition import flat_matrices, held_elements, partition_overhang
+
+    sizes = [7, 3, 12, 1, 5]  # one flat group of 28: partitions of 10, 10, 8
+    assert held_elements(sizes, 3) == max(7 + 3, 12, 12 + 1 + 5) == 18
+    for n in range(1, 30):
+        part, ends = -(-28 // n), np.cumsum(sizes)
+        brute = max(sum(z for z, e in zip(sizes, ends) if e - z < min((r + 1) * part, 28) and e > r * part)
+                    for r in range(n) if r * part < 28)
+        assert held_elements(sizes, n) == brute
+    shape = Shape.of(load_model("llama3-8b"))
+    flat = flat_matrices(shape, 1)
+    assert held_elements(flat, 8) == 1_090_519_040
+    assert [round(held_elements(flat, n) / (sum(flat) / n), 2) for n in (16, 64)] == [2.12, 5.46]
+    ds = FRAMEWORKS["deepspeed"]
+    top = evaluate_layout(load_model("llama3-8b"), load_recipe("zero"), Layout(fsdp=8, zero=2, tokens=8192),
+                          framework=ds).heaviest
+    assert top.overheads["zero2_partition_overhang"] == 2 * (1_090_519_040 - sum(flat) / 8)
+    arrays = partition_overhang(shape, np.array([1, 2, 8, 16]), np.array([8, 8, 64, 16]))
+    assert list(arrays) == [partition_overhang(shape, t, n) for t, n in ((1, 8), (2, 8), (8, 64), (16, 16))]
 
 
 def test_foreach_adamw_temporary_measured():

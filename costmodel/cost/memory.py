@@ -12,6 +12,7 @@ from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, minimum, where
 from costmodel.parallel import data, expert, pipeline
+from costmodel.parallel.data.partition import partition_overhang
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.errors import CostModelError
 from costmodel.units import dtype_bytes
@@ -93,6 +94,7 @@ OVERHEADS = {
     "zero3_grad_bucket": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "zero3_bucket_copy": ((FORWARD_BACKWARD,), False),
     "zero_output_grad": ((FORWARD_BACKWARD,), False),
+    "zero2_partition_overhang": ((FORWARD_BACKWARD, OPTIMIZER), False),
     "zero_step_grads": ((OPTIMIZER,), False),
     "zero3_live_params": ((FORWARD_BACKWARD,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
@@ -166,7 +168,8 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
 def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
     """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
     backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),
-    the step's fp32 gradient partition (a sub-group at ZeRO-3), and ZeRO-3's gathered parameters."""
+    ZeRO-2's gradient buffer holding whole parameters past P / N, the step's fp32 gradient partition (a
+    sub-group at ZeRO-3), and ZeRO-3's gathered parameters."""
     if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
         return {}
     sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
@@ -185,6 +188,9 @@ def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
         out["zero3_bucket_copy"] = where(sharded, bucket, 0)
     if point.zero >= 2:
         out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
+    if point.zero == 2:
+        out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
+            overhang_elements=partition_overhang(shape, point.tp, point.fsdp), grad_bytes=recipe.grad_bytes), 0)
     out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
         elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
         largest_param=largest, grad_bytes=recipe.grad_bytes), 0)

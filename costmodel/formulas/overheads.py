@@ -145,6 +145,13 @@ def ipg_bucket_bytes(*, bucket_elements, grad_bytes, buffers=1):
     return buffers * bucket_elements * grad_bytes
 
 
+def zero2_overhang_bytes(*, overhang_elements, grad_bytes):
+    """DeepSpeed ZeRO-2's gradient buffer beyond the recipe's b_g P / N: it holds every parameter overlapping the
+    rank's partition whole (grads_in_partition, stage_1_and_2.py L1344-1352; which parameters:
+    :func:`costmodel.parallel.data.partition.partition_overhang`), kept from backward through the step."""
+    return grad_bytes * overhang_elements
+
+
 def zero_step_grad_bytes(*, elements, largest_param, grad_bytes):
     """DeepSpeed ZeRO's optimizer step on a gradient partition of ``elements``: the gradient norm first copies
     each parameter's slice to fp64 (8 B x the largest slice), then the partition is flattened (b_g each) and

@@ -1,0 +1,60 @@
+"""Which parameters a ZeRO-2 rank's gradient partition holds whole.
+
+DeepSpeed flattens each parameter group, cuts it into N equal partitions, and gives every rank a gradient buffer
+(``grads_in_partition``) as large as all the parameters that overlap its partition, whole
+(microsoft/DeepSpeed@38327e07 runtime/zero/stage_1_and_2.py L1344-1352, get_partition_info L1607-1636). A rank
+whose partition falls inside a large matrix (the embedding, the output layer) holds all of it: past a few shards
+the busiest rank holds several times P / N.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+
+def flat_matrices(shape, tp: int) -> list[int]:
+    """Elements per device of the model's matrices in the order a Hugging Face decoder registers them, the order
+    DeepSpeed flattens its weight-decay group in (norms and biases form the other group, too small to matter):
+    the embedding; per layer q, k, v, o, then gate, up, down (up, down without a gate); the output layer unless
+    tied. The FFN stack: per layer its two matrices. Matrices split t ways; K and V at least one head per rank."""
+    d, f, t = shape.width, shape.mlp_width, tp
+    mlp = [d * f // t] * (3 if shape.gated else 2)
+    if not shape.attention:
+        return mlp * shape.layers
+    q = shape.heads * shape.head_dim * d // t
+    kv = max(shape.kv_heads // t, 1) * shape.head_dim * d
+    embedding = shape.vocab * d // t
+    return [embedding] + [q, kv, kv, q, *mlp] * shape.layers + ([] if shape.tied else [embedding])
+
+
+def held_elements(sizes: list[int], shards: int) -> int:
+    """The most elements any of ``shards`` equal partitions of the flat ``sizes`` overlaps, counting each
+    parameter it touches whole."""
+    ends = list(itertools.accumulate(sizes))
+    starts = [end - size for end, size in zip(ends, sizes)]
+    total, part = ends[-1], -(-ends[-1] // shards)
+    best = 0
+    for rank in range(shards):
+        lo, hi = rank * part, min((rank + 1) * part, total)
+        if lo >= hi:
+            break
+        first, last = bisect.bisect_right(ends, lo), bisect.bisect_left(starts, hi)
+        best = max(best, ends[last - 1] - starts[first])
+    return best
+
+
+def partition_overhang(shape, tp, shards):
+    """Elements the busiest rank's gradient buffer holds beyond P / N (numbers, or an array of shard counts
+    evaluated per distinct count); 0 where the model's matrices are not listed (MoE, latent attention)."""
+    if shape.moe or shape.mla:
+        return 0
+    if isinstance(shards, int) and isinstance(tp, int):
+        sizes = flat_matrices(shape, tp)
+        return held_elements(sizes, shards) - sum(sizes) / shards
+    import numpy as np
+
+    shards, tp = np.broadcast_arrays(np.asarray(shards), np.asarray(tp))
+    pairs = {(int(n), int(t)) for n, t in zip(shards.ravel(), tp.ravel())}
+    over = {(n, t): partition_overhang(shape, t, n) for n, t in pairs}
+    return np.vectorize(lambda n, t: over[(int(n), int(t))], otypes=[float])(shards, tp)
