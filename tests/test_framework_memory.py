@@ -303,6 +303,7 @@ def test_zero2_gradient_buffer_holds_whole_parameters():
     flat = flat_matrices(shape, 1)
     assert held_elements(flat, 8) == 1_090_519_040
     assert [round(held_elements(flat, n) / (sum(flat) / n), 2) for n in (16, 64)] == [2.12, 5.46]
+    assert "(5.46x P / N for Llama 3 8B on 64 shards)" in (ROOT / "README.md").read_text()
     ds = FRAMEWORKS["deepspeed"]
     top = evaluate_layout(load_model("llama3-8b"), load_recipe("zero"), Layout(fsdp=8, zero=2, tokens=8192),
                           framework=ds).heaviest
