@@ -283,6 +283,23 @@ def test_deepspeed_terms():
     assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + top.overheads["zero_step_grads"]
     with pytest.raises(CostModelError, match="runs ZeRO stage 1 at most"):  # deepspeed/runtime/pipe/engine.py L77-78
         terms(fsdp=4, zero=2, pp=2, microbatches=2)
+    with pytest.raises(CostModelError, match="runs --schedule 1f1b, not interleaved"):  # pipe/schedule.py
+        terms(fsdp=4, zero=1, pp=2, microbatches=4, schedule="interleaved", chunks=2)
+
+
+def test_plan_keeps_to_what_deepspeed_runs():
+    """plan --framework deepspeed searches ZeRO 1-3 and pipelines only with ZeRO-0/1 and 1F1B, as its pipeline engine
+    runs them (pipe/engine.py L77-78, pipe/schedule.py TrainSchedule); each row's printed command runs."""
+    from costmodel.api import plan
+
+    rows = plan("llama3-70b", "h100-sxm", gpus=128, global_batch=1048576, seq=8192, framework="deepspeed", top=200)
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+    assert {row["zero"] for row in rows} == {1, 2, 3}
+    piped = [row for row in rows if row["pp"] > 1]
+    assert piped and all(row["zero"] <= 1 and row["schedule"] == "1f1b" for row in piped)
+    layout = Layout(**{k: v for k, v in piped[0].items() if k in Layout.model_fields and v is not None})
+    assert evaluate_layout(load_model("llama3-70b"), load_recipe("zero"), layout,
+                           framework=FRAMEWORKS["deepspeed"]).memory_bytes > 0
 
 
 def test_zero2_gradient_buffer_holds_whole_parameters():

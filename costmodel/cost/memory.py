@@ -119,9 +119,13 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
-    if isinstance(point.pp, int) and point.pp > 1 and point.zero > framework.pipeline_zero_max:
-        raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
-                             f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
+    if isinstance(point.pp, int) and point.pp > 1:
+        if point.zero > framework.pipeline_zero_max:
+            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
+                                 f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
+        if framework.schedules is not None and point.schedule not in framework.schedules:
+            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
+                                 f"{'|'.join(framework.schedules)}, not {point.schedule}")
     out = {}
     tokens = exact_div(point.tokens, point.cp)
     matmul_bytes = recipe.weight_bytes or recipe.compute_bytes

@@ -26,8 +26,9 @@ from costmodel.solve.plan_candidates import candidates, with_placements, with_to
 #: structure varied by the search: (zero, recompute, schedule, chunks)
 ZERO_STAGES = (1, 3)
 #: what each framework shards the data axis with: Megatron's distributed optimizer and nanotron's
-#: ZeRO-1 (or plain DDP), torchtitan's FSDP2 (ZeRO-3); the exact accounting searches both
-ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,)}
+#: ZeRO-1 (or plain DDP), torchtitan's FSDP2 (ZeRO-3), DeepSpeed's stages 1-3 (its stage 2 shards gradients
+#: with its own buffers); the exact accounting searches 1 and 3
+ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,), "deepspeed": (1, 2, 3)}
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
 CP_KINDS = ("ring", "a2a")
@@ -106,10 +107,11 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
-        if zero == 1 and 3 in stages:
+        if zero < 3 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
-        if framework is not None and zero > framework.pipeline_zero_max:
-            keep &= pp == 1  # a pipeline engine that runs lower ZeRO stages only (DeepSpeed's)
+        if framework is not None and (zero > framework.pipeline_zero_max or (
+                framework.schedules is not None and schedule not in framework.schedules)):
+            keep &= pp == 1  # a pipeline engine that runs lower ZeRO stages or fewer schedules only (DeepSpeed's)
         considered += int(keep.sum())
         if not keep.any():
             continue

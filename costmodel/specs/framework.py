@@ -64,6 +64,8 @@ class Framework(Spec):
     fsdp_buffers: bool = Field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
     reduce_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype FSDP reduce-scatters gradients in")
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
+    schedules: list[Literal["gpipe", "1f1b", "interleaved", "zb-h1"]] | None = Field(
+        None, description="the pipeline schedules its engine runs (None: any)")
     pipeline_zero_max: Annotated[int, Field(ge=0, le=3)] = Field(
         3, description="the highest ZeRO stage its pipeline engine runs with (--pp > 1)")
     zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
@@ -178,8 +180,9 @@ FRAMEWORKS: dict[str, Framework] = {
             "weights and gradients, fp32 master + Adam m, v, the contiguous gradient bucket, the output layer's "
             "whole gradient (ZeRO-2/3), the step's fp64 norm and fp32 gradient copies, ZeRO-3's gathered and "
             "prefetched parameters; the loss on an fp32 copy of the logits (Hugging Face models); pipelines with "
-            "ZeRO-0/1 only",
+            "ZeRO-0/1 and the 1F1B schedule only",
             recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True, pipeline_zero_max=1,
+            schedules=["1f1b"],  # runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="microsoft/DeepSpeed@38327e07f6cd39b63418f60cedd1651b0be3e7c3: runtime/zero/config.py L98-134, "
             "L168, L208-237, L351-353 (defaults); runtime/zero/stage_1_and_2.py L2048-2061, L676-680, L802 (gradient "
@@ -189,6 +192,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "L378-385, L540-551 (gathering, prefetch, reuse); runtime/engine.py L1017-1021 (16-bit gradients under "
             "ZeRO), L1639-1642 (no overlap_comm with pipelines); runtime/pipe/engine.py L77-78 (ZeRO < 2 with "
             "pipelines), L1118-1119, L1173-1175 (one activation and one gradient receive buffer, kept); "
+            "runtime/pipe/schedule.py L189-252 (TrainSchedule: 1F1B); "
             "transformers 5.23 loss/loss_utils.py L61 (ForCausalLMLoss: logits.float())",
         ),
         Framework.builtin(
