@@ -285,18 +285,28 @@ def test_deepspeed_terms():
         terms(fsdp=4, zero=2, pp=2, microbatches=2)
     with pytest.raises(CostModelError, match="runs --schedule 1f1b, not interleaved"):  # pipe/schedule.py
         terms(fsdp=4, zero=1, pp=2, microbatches=4, schedule="interleaved", chunks=2)
+    terms(pp=2, microbatches=2)  # no shards: no ZeRO optimizer, nothing refused
+    with pytest.raises(CostModelError, match="shards over the whole data axis"):  # no hybrid below ZeRO-3
+        terms(dp=2, fsdp=4, zero=1)
+    terms(dp=2, fsdp=4, zero=3)  # ZeRO++'s hpZ shards within replicas at stage 3
+    moe = evaluate_layout(load_model("mixtral-8x7b"), zero, Layout(fsdp=8, ep=8, zero=1, tokens=4096),
+                          framework=ds).heaviest  # the experts' state sharded over fsdp / ep = 1: whole on each
+    assert moe.overheads["zero_step_grads"] == (2 + 4) * ((moe.stage.params - moe.stage.expert_params) / 8
+                                                          + moe.stage.expert_params)
 
 
 def test_plan_keeps_to_what_deepspeed_runs():
-    """plan --framework deepspeed searches ZeRO 1-3 and pipelines only with ZeRO-0/1 and 1F1B, as its pipeline engine
-    runs them (pipe/engine.py L77-78, pipe/schedule.py TrainSchedule); each row's printed command runs."""
+    """plan --framework deepspeed searches ZeRO 1-3, pipelines only with ZeRO-0/1 over shards and 1F1B, as its pipeline
+    engine runs them (pipe/engine.py L77-78, pipe/schedule.py TrainSchedule), and replicas of shards only at ZeRO-3
+    (hpZ); a row it prints runs."""
     from costmodel.api import plan
 
     rows = plan("llama3-70b", "h100-sxm", gpus=128, global_batch=1048576, seq=8192, framework="deepspeed", top=200)
     rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
     assert {row["zero"] for row in rows} == {1, 2, 3}
     piped = [row for row in rows if row["pp"] > 1]
-    assert piped and all(row["zero"] <= 1 and row["schedule"] == "1f1b" for row in piped)
+    assert piped and all(row["schedule"] == "1f1b" and (row["zero"] <= 1 or row["fsdp"] == 1) for row in piped)
+    assert not [row for row in rows if row["dp"] > 1 and row["fsdp"] > 1 and row["zero"] < 3]  # no hybrid ZeRO-1/2
     layout = Layout(**{k: v for k, v in piped[0].items() if k in Layout.model_fields and v is not None})
     assert evaluate_layout(load_model("llama3-70b"), load_recipe("zero"), layout,
                            framework=FRAMEWORKS["deepspeed"]).memory_bytes > 0

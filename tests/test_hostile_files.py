@@ -59,6 +59,18 @@ def step(path):
     return ["step", "--model", "llama3-8b", "--hardware", path, "--tokens", "8192"]
 
 
+def one_rank(text: str) -> str:
+    """The log as one rank prints it: rank 0's line only, and busbw 0 (nccl-tests' bus factor for n = 1)."""
+    out = []
+    for line in text.splitlines():
+        if "#  Rank" in line and "Rank  0 " not in line:
+            continue
+        if line.strip() and (t := line.split())[0].isdigit():
+            line = "  ".join(t[:7] + ["0.00"] + t[8:11] + ["0.00"] + t[12:])
+        out.append(line)
+    return "\n".join(out)
+
+
 def log_with(replace_from: str, replace_to: str, count: int = 1) -> str:
     text = LOG.read_text()
     assert replace_from in text
@@ -142,9 +154,11 @@ CASES = [
     ("one size to fit", lambda d: validate(LOG.as_posix(), "--fit", "--min-bytes", "8GiB"),
      ["two or more sizes", "all-reduce"]),
     ("nothing to fit", lambda d: validate(LOG.as_posix(), "--fit", "--min-bytes", "1TiB"), ["no modelled collective"]),
-    ("one rank to fit", lambda d: validate(write(d, "l.out", "\n".join(
-        line for line in LOG.read_text().splitlines() if "#  Rank" not in line or "Rank  0 " in line)), "--fit"),
+    ("one rank to fit", lambda d: validate(write(d, "l.out", one_rank(LOG.read_text())), "--fit"),
      ["over 2 or more ranks"]),
+    ("one rank listed, eight timed", lambda d: validate(write(d, "l.out", "\n".join(
+        line for line in LOG.read_text().splitlines() if "#  Rank" not in line or "Rank  0 " in line))),
+     ["busbw / algbw", "not for the 1 ranks it lists"]),
     ("two rows of one size", lambda d: validate(write(d, "r.json", json.dumps(dict(RESULTS, runs=[dict(
         RESULTS["runs"][0], rows=[{"bytes": 2**21, "time_s": 1e-4}, {"bytes": 2**21, "time_s": 2e-4}])]))),
         "--fit"), ["two or more sizes"]),

@@ -59,6 +59,8 @@ def test_nccl_debug_and_launcher_lines_are_not_the_table(tmp_path):
     """NCCL_DEBUG=INFO / WARN lines (NVIDIA/nccl src/debug.cc: 'host:pid:tid [dev] NCCL INFO ...'), a container
     runtime's notice and nccl-tests' own '-R 2' notice, before, inside and after the table."""
     noise = ["gpu-dp-2jvzl-pqq7p:1595114:1595114 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>",
+             "gpu-dp-2jvzl-pqq7p:1595114:1595114 [0] NCCL INFO Channel 00/24 : 0 1 2 3 4 5 6 7",
+             "gpu-dp-2jvzl-pqq7p:1595114:1595114 [0] NCCL INFO Ring 00 : 7 -> 0 -> 1 1 2 3 4 5 6 7",
              "gpu-dp-2jvzl-pqq7p:1595114:1595200 [3] NCCL WARN NET/IB : Got async event : port error",
              "pyxis: importing docker image: nvcr.io/nvidia/pytorch:25.01-py3",
              "Option -R 2 is not supported, Defaulting to local registration"]
@@ -69,7 +71,8 @@ def test_nccl_debug_and_launcher_lines_are_not_the_table(tmp_path):
 
 
 def test_launcher_timestamps_and_mpich_ranks_are_stripped(tmp_path):
-    for prefix in ("2025-03-05T22:09:44.123456789Z ", "Mar 05 22:09:44 ", "[0] ", "2025-03-05T22:09:44Z 0: "):
+    for prefix in ("2025-03-05T22:09:44.123456789Z ", "Mar 05 22:09:44 ", "[0] ", "2025-03-05T22:09:44Z 0: ",
+                   "node01: "):  # ... pdsh, DeepSpeed's multi-node launcher
         assert measured(write(tmp_path, [prefix + line for line in lines()])) == plain(), prefix
 
 
@@ -203,3 +206,26 @@ def test_nccl_tests_own_json_reads_as_its_log(tmp_path):
     assert_refused(run(["import", "nccl-tests", str(path)]), "wrong results")
     path.write_text(json.dumps(dict(as_json(lines()), results=[])))
     assert_refused(run(["import", "nccl-tests", str(path)]), "'results' rows")
+
+
+def test_a_first_line_in_brackets_is_still_a_log(tmp_path):
+    """Open MPI's and pyxis' own lines open many logs ('[node01:12345] mca_base_component_repository_open: ...')."""
+    for first in ("[node01:12345] mca_base_component_repository_open: unable to open mca_btl_openib",
+                  "{pyxis} importing image"):
+        assert measured(write(tmp_path, [first] + lines())) == plain()
+
+
+def test_rows_and_headers_that_disagree_are_refused(tmp_path):
+    """A stray token inside or after a row, a column no nccl-tests version prints, a bandwidth no link has: one
+    line each, never numbers read from the wrong column."""
+    text = lines()
+    at = next(i for i, line in enumerate(text) if line.strip() and line.split()[0] == "134217728")
+    for bad in (text[at].replace("sum", "sum 3", 1), text[at] + "  7"):
+        assert_refused(run(["import", "nccl-tests", str(write(tmp_path, text[:at] + [bad] + text[at + 1:]))]),
+                       "columns where its header has")
+    header = [line + "   extra" if re.match(r"#\s+size\s+count", line) else line for line in text]
+    assert_refused(run(["import", "nccl-tests", str(write(tmp_path, header))]), "'extra'")
+    t = text[at].split()
+    huge = "  ".join(t[:6] + ["1e308"] + t[7:])
+    assert_refused(run(["import", "nccl-tests", str(write(tmp_path, text[:at] + [huge] + text[at + 1:]))]),
+                   "no measurement")

@@ -49,6 +49,10 @@ def with_log_hints(command):
     return extend(command, LOG_HINTS, "hints", build)
 
 
+#: what only nccl-tests' text output prints (its parameter line, a test's start, the table's header)
+_NCCL_TESTS = re.compile(r"^.*(?:#\s*nThread\s+\d+|Collective test starting:|#\s+size\s+count\b)", re.MULTILINE)
+
+
 def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     """Results JSON files, nccl-tests logs (told apart by their first character) and nccl-tests' own JSON
     (-J), each as a results document; ``hints`` fill in what logs leave out."""
@@ -61,8 +65,10 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     for path in [p for given in paths for p in shipped(given)]:
         text = read_text(path, "measurement file", LOG_LIMIT)
         head = text.lstrip()[:40]
-        # a log's labels start with '[' too: Open MPI's '[1,0]<stdout>:', MPICH's and Intel MPI's '[0] '
-        is_json = head[:1] == "{" or (head[:1] == "[" and not re.match(r"\[\d+(?:,\d+\]<std|\]\s)", head))
+        # a log's labels start with '[' too: Open MPI's '[1,0]<stdout>:', MPICH's and Intel MPI's '[0] '; and a log
+        # may open with any launcher's line ('[node01:12345] mca_...', '{...}'): one with nccl-tests' table is a log
+        is_json = (head[:1] == "{" or (head[:1] == "[" and not re.match(r"\[\d+(?:,\d+\]<std|\]\s)", head))) \
+            and not _NCCL_TESTS.search(text)
 
         if not is_json:
             docs.append(parse_log(path, hints or Hints(), text))

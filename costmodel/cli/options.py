@@ -24,8 +24,8 @@ RecipeOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
 FrameworkOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
     help="What the training framework adds to the exact accounting: exact (default: state and saved "
     "tensors only, as PyTorch's hooks see them), nanotron (its buffers, fp32 loss, compute-balanced "
-    "stages, fitted allocator reserve and step time; sets --recipe megatron), megatron, torchtitan (see "
-    "`cost4d frameworks`), or a profile file.")]
+    "stages, fitted allocator reserve and step time; sets --recipe megatron), megatron, torchtitan, deepspeed "
+    "(see `cost4d frameworks`), or a profile file.")]
 HardwareOpt = Annotated[Optional[str], typer.Option(metavar="NAME|FILE",
     help="Device name (see `cost4d hardware`) or a hardware spec file.")]
 TokensOpt = Annotated[int, typer.Option(parser=whole(0, bounds.TOKENS), metavar="TOKENS",

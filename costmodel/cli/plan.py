@@ -85,8 +85,9 @@ def plan(
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
     frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
                                                               framework, precision, top, headroom, document)
-    commands = [command(model, hardware, p.layout, recipe=rec.name, framework=None if frame.exact else frame.name,
-                        precision=precision) for p in result.best]
+    # the names or files the user gave: a profile or recipe file is named by its path, not its name field
+    commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
+                        framework=None if frame.exact else framework, precision=precision) for p in result.best]
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
     details = [_details(spec, rec, device, p, frame, precision) for p in result.best]
     report(result, commands, header, reason=reason, as_json=as_json, details=details)

@@ -119,13 +119,18 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
-    if isinstance(point.pp, int) and point.pp > 1:
-        if point.zero > framework.pipeline_zero_max:
+    if isinstance(point.pp, int) and point.pp > 1 and not (isinstance(point.fsdp, int) and point.fsdp == 1):
+        if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
                                  f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
         if framework.schedules is not None and point.schedule not in framework.schedules:
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
                                  f"{'|'.join(framework.schedules)}, not {point.schedule}")
+    if (isinstance(point.dp, int) and point.dp > 1 and isinstance(point.fsdp, int) and point.fsdp > 1
+            and point.zero < framework.hybrid_zero_min):
+        raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
+                             f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
+                             f"{framework.hybrid_zero_min} or more (or --fsdp {point.dp * point.fsdp} alone)")
     out = {}
     tokens = exact_div(point.tokens, point.cp)
     matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
@@ -182,7 +187,7 @@ def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
     output = _output_rows(shape, point, st) * shape.width
     matmul = exact_div(shape.width * shape.mlp_width, point.tp)  # one MLP matmul: a block's largest parameter
     largest = maximum(output, matmul)
-    partition = st.params / point.fsdp
+    partition = (st.params - st.expert_params) / point.fsdp + st.expert_params / expert.expert_shards(point)
     out = {}
     if point.zero < 3:
         # overlap_comm doubles it; DeepSpeed turns overlap_comm off under its pipeline engine (engine.py L1639-1642)

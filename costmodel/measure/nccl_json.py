@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import DEVICES
 from costmodel.inputs.files import shown
 from costmodel.measure.nccl_rows import MAX_BYTES, measurement
 from costmodel.measure.nccl_tests import Hints, Section, infer_algorithm, nccl_version_of, program_of, world_of
@@ -29,10 +30,9 @@ def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
     if op is not None and op != logged:
         raise CostModelError(f"{where}: the file runs {logged}, but --op says {op}")
     ngpus = config.get("ngpus")
-    section = Section(logged, 1, ngpus if isinstance(ngpus, int) and ngpus > 0 else None)
+    section = Section(logged, 1, ngpus if _whole(ngpus) and 0 < ngpus <= DEVICES else None)
     for i, device in enumerate(config.get("devices") or []):
-        if not (isinstance(device, dict) and isinstance(device.get("rank"), int)
-                and isinstance(device.get("group", 0), int)):
+        if not (isinstance(device, dict) and _whole(device.get("rank")) and _whole(device.get("group", 0))):
             raise CostModelError(f"{where}: config.devices[{i}]: expected an object with an integer 'rank' and 'group'")
         section.add_rank(device["rank"], str(device.get("hostname", "")), str(device.get("device_info", "")), where,
                          f"devices[{i}]", device.get("group", 0))
@@ -42,7 +42,8 @@ def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
     nccl = data.get("nccl_version")
     return {
         "format": FORMAT,
-        "source": {"tool": "nccl-tests", "version": None, "nccl": nccl_version_of(nccl) if isinstance(nccl, int) else None,
+        "source": {"tool": "nccl-tests", "version": None,
+                   "nccl": nccl_version_of(nccl) if _whole(nccl) and 10000 <= nccl < 1000000 else None,
                    "files": [str(path)]},
         "environment": env,
         "runs": [{"collective": logged, "algorithm": _algorithm(data, hints, path), "rows": section.rows,
@@ -50,8 +51,13 @@ def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
     }
 
 
+def _whole(value) -> bool:
+    """An integer as JSON writes one (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _rows(row, where: str) -> list[dict]:
-    if not isinstance(row, dict) or not isinstance(row.get("size"), int) or not 0 <= row["size"] <= MAX_BYTES:
+    if not isinstance(row, dict) or not _whole(row.get("size")) or not 0 <= row["size"] <= MAX_BYTES:
         raise CostModelError(f"{where}: expected an object with a whole 'size' of 0 to {MAX_BYTES:,} bytes, found "
                              f"{shown(row, 40)}")
     out = []
@@ -64,7 +70,8 @@ def _rows(row, where: str) -> list[dict]:
                                  "-C 1: the host's launch time, not the collective's; rerun without -C)")
         wrong = values.get("nwrong")
         count = row.get("count")
-        out.append(measurement(row["size"], count if isinstance(count, int) else 0, str(row.get("type", "")), placement,
+        out.append(measurement(row["size"], count if _whole(count) and 0 <= count <= MAX_BYTES else 0,
+                               str(row.get("type", "")), placement,
                                [values.get("time"), values.get("alg_bw"), values.get("bus_bw")],
                                None if wrong is None else wrong, f"{where}.{key}"))
     return out

@@ -17,13 +17,16 @@ from costmodel.inputs.bounds import MEASURED
 from costmodel.inputs.files import shown
 
 #: what launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:'), MPICH and
-#: Intel MPI -prepend-rank ('[0] '), kubectl logs --timestamps (RFC 3339), moreutils ts ('Mar 05 22:09:44 ')
-_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s"
+#: Intel MPI -prepend-rank ('[0] '), pdsh (DeepSpeed's launcher: 'node01: '), kubectl logs --timestamps (RFC
+#: 3339), moreutils ts ('Mar 05 22:09:44 ')
+_LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|[A-Za-z][\w.-]*:\s"
                     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
                     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s)")
 #: a data row's timestamp column (nccl-tests -S 1: TIME_STRING_FORMAT "%Y-%m-%d %H:%M:%S", src/util.cu)
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 MAX_BYTES = 2**50
+#: the most GB/s a row may state (1e9 GB/s = an exabyte a second)
+MAX_GBS = 1e9
 
 
 def _number(token, path, lineno: int | None, what: str) -> float:
@@ -49,14 +52,18 @@ def unlabelled(line: str) -> str:
 
 
 def is_row(tokens: list[str], layout) -> bool:
-    """Whether a line is a row of the table: it starts with a size, or (a malformed size) ends with as many
-    numbers as its header's measurement columns. NCCL_DEBUG lines and notices do neither."""
+    """Whether a line is a row of the table: it starts with a size, or with a malformed one followed by as many
+    numbers as its header's measurement columns. NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO Channel 00/24 :
+    0 1 2 3 ...') and notices do neither."""
+    if _STAMP.match(" ".join(tokens[-2:])):
+        tokens = tokens[:-2]
     if not tokens:
         return False
     if tokens[0].isascii() and tokens[0].isdigit():
         return True
-    width = (layout or _DEFAULT).width
-    return len(tokens) >= 2 + width and all(t == "N/A" or _is_number(t) for t in tokens[-width:])
+    width = (layout or _DEFAULT).width  # a malformed size ('nan', '-8', '1e3') before a row's measurements
+    return (_is_number(tokens[0]) and len(tokens) >= 2 + width
+            and all(t == "N/A" or _is_number(t) for t in tokens[-width:]))
 
 
 def _is_number(token: str) -> bool:
@@ -76,6 +83,7 @@ class _Layout:
     widths: tuple  # columns per placement: time algbw busbw [#wrong | error] [i_min i_max i_p99 i_cv%]
     wrong: tuple  # the #wrong / error column's offset in each, or None
     stamped: bool
+    lead: int | None = None  # the header's columns before the first time (size count type redop root: 5)
 
     @property
     def width(self) -> int:
@@ -94,10 +102,16 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
     if not groups or any(g[:3] != ["time", "algbw", "busbw"] for g in groups):
         raise CostModelError(f"{path}:{lineno}: a column header without 'time algbw busbw' after each placement: "
                              f"{shown(' '.join(columns))}")
+    unknown = [name for g in groups for name in g if name not in _MEASURED_COLUMNS]
+    if unknown:
+        raise CostModelError(f"{path}:{lineno}: the column header names {shown(unknown[0], 20)}, which no nccl-tests "
+                             f"version prints after 'time': {shown(' '.join(columns))}")
     wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
-    return _Layout(tuple(len(g) for g in groups), wrong, stamped)
+    return _Layout(tuple(len(g) for g in groups), wrong, stamped, starts[0])
 
 
+#: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.11)
+_MEASURED_COLUMNS = frozenset({"time", "algbw", "busbw", "#wrong", "error", "i_min", "i_max", "i_p99", "i_cv%"})
 #: the columns of a row under no header: size count type redop root | time algbw busbw #wrong (x 2)
 _DEFAULT = _Layout((4, 4), (3, 3), False)
 
@@ -117,8 +131,16 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
     if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > MAX_BYTES:
         raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
                              f"up to {MAX_BYTES:,}")
+    if layout.lead is not None and not layout.lead - 1 <= len(tokens) - layout.width <= layout.lead:
+        raise CostModelError(f"{path}:{lineno}: the row has {len(tokens)} columns where its header has "
+                             f"{layout.lead + layout.width} (one fewer where a field is blank): "
+                             f"{shown(line.strip())}")
     size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
-    count, dtype = int(_number(lead[1], path, lineno, "count")), lead[2] if len(lead) > 2 else ""
+    count, dtype = _number(lead[1], path, lineno, "count"), lead[2] if len(lead) > 2 else ""
+    if count != int(count) or count > MAX_BYTES:
+        raise CostModelError(f"{path}:{lineno}: count {shown(lead[1], 20)}: expected a whole number of elements "
+                             f"up to {MAX_BYTES:,}")
+    count = int(count)
     out, start = [], 0
     for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
         chunk, start = fields[start:start + width], start + width
@@ -140,5 +162,8 @@ def measurement(size: int, count: int, dtype: str, placement: str, values, wrong
         raise CostModelError(f"{where}: {placement} time {shown(values[0], 20)} us: a measured time is positive, "
                              f"from {lo:g} to {hi:g} us")
     algbw, busbw = (_number(v, where, None, f"{placement} bandwidth") for v in values[1:3])
+    if max(algbw, busbw) > MAX_GBS:
+        raise CostModelError(f"{where}: {placement} bandwidth {max(algbw, busbw):g} GB/s: more than {MAX_GBS:g} GB/s "
+                             "is no measurement")
     return {"bytes": size, "count": count, "dtype": dtype, "placement": placement, "time_s": time_us * 1e-6,
             "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9}

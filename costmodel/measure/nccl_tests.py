@@ -215,7 +215,7 @@ def _check_bus_factor(section: "Section", world: dict, path, listed: bool = Fals
     if abs(ratio - expected) > 0.01 * expected:
         passes = PASSES[section.collective]
         implied = passes / (passes - ratio) if ratio < passes else math.inf
-        if listed and (implied == math.inf or n == 1):  # a one-rank test moves nothing: its busbw is 0
+        if listed and implied == math.inf:  # a ratio no group size gives: not a world the rank lines hide
             return
         told = (f"the {n} ranks it lists" if section.ranks else
                 f"the {n} ranks of --nodes {world['nodes']} x --gpus-per-node {world['gpus_per_node']}")

@@ -109,9 +109,12 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
         if zero < 3 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
-        if framework is not None and (zero > framework.pipeline_zero_max or (
-                framework.schedules is not None and schedule not in framework.schedules)):
-            keep &= pp == 1  # a pipeline engine that runs lower ZeRO stages or fewer schedules only (DeepSpeed's)
+        if framework is not None and zero > framework.pipeline_zero_max:
+            keep &= (pp == 1) | (fsdp == 1)  # a pipeline engine that runs lower ZeRO stages only (DeepSpeed's)
+        if framework is not None and framework.schedules is not None and schedule not in framework.schedules:
+            keep &= pp == 1  # nor every schedule
+        if framework is not None and zero < framework.hybrid_zero_min:
+            keep &= (dp == 1) | (fsdp == 1)  # ZeRO over the whole data axis: no replicas of shards
         considered += int(keep.sum())
         if not keep.any():
             continue

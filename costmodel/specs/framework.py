@@ -66,6 +66,8 @@ class Framework(Spec):
     sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
     schedules: list[Literal["gpipe", "1f1b", "interleaved", "zb-h1"]] | None = Field(
         None, description="the pipeline schedules its engine runs (None: any)")
+    hybrid_zero_min: Annotated[int, Field(ge=0, le=4)] = Field(
+        0, description="the lowest ZeRO stage it shards within replicas (--dp with --fsdp); 4: never")
     pipeline_zero_max: Annotated[int, Field(ge=0, le=3)] = Field(
         3, description="the highest ZeRO stage its pipeline engine runs with (--pp > 1)")
     zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
@@ -183,6 +185,8 @@ FRAMEWORKS: dict[str, Framework] = {
             "ZeRO-0/1 and the 1F1B schedule only",
             recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True, pipeline_zero_max=1,
             schedules=["1f1b"],  # runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only
+            hybrid_zero_min=3,  # ZeRO-1/2 partition over the whole data-parallel group; ZeRO++'s hpZ at stage 3
+            # (runtime/zero/config.py L294 zero_hpz_partition_size)
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="microsoft/DeepSpeed@38327e07f6cd39b63418f60cedd1651b0be3e7c3: runtime/zero/config.py L98-134, "
             "L168, L208-237, L351-353 (defaults); runtime/zero/stage_1_and_2.py L2048-2061, L676-680, L802 (gradient "
