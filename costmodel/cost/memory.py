@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
-from costmodel.mathops import above_one, equals, exact_div, maximum, minimum, where
+from costmodel.mathops import above_one, equals, exact_div, maximum, where
 from costmodel.parallel import data, expert, pipeline
-from costmodel.parallel.data.partition import partition_overhang
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
-from costmodel.errors import CostModelError
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
+from costmodel.cost.zero import check_runs, zero_buffers
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
 STATE_BYTES = {
@@ -119,18 +118,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
-    if isinstance(point.pp, int) and point.pp > 1 and not (isinstance(point.fsdp, int) and point.fsdp == 1):
-        if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
-            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
-                                 f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
-        if framework.schedules is not None and point.schedule not in framework.schedules:
-            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
-                                 f"{'|'.join(framework.schedules)}, not {point.schedule}")
-    if (isinstance(point.dp, int) and point.dp > 1 and isinstance(point.fsdp, int) and point.fsdp > 1
-            and point.zero < framework.hybrid_zero_min):
-        raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
-                             f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
-                             f"{framework.hybrid_zero_min} or more (or --fsdp {point.dp * point.fsdp} alone)")
+    check_runs(framework, point)
     out = {}
     tokens = exact_div(point.tokens, point.cp)
     matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
@@ -153,7 +141,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
             params=st.params, shards=point.fsdp, weight_bytes=matmul_bytes), 0)
     if framework.zero_buffers:
-        out.update(zero_buffers(framework, recipe, point, shape, st))
+        out.update(zero_buffers(framework, recipe, point, shape, st, output=_output_rows(shape, point, st) * shape.width))
     if framework.optimizer_step == "foreach":
         shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
@@ -171,42 +159,6 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
                                                                 factor=framework.activation_factor)
     if framework.reserve_bytes:
         out["reserve"] = framework.reserve_bytes
-    return out
-
-
-def zero_buffers(framework, recipe, point, shape, st: Stage) -> dict:
-    """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
-    backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),
-    ZeRO-2's gradient buffer holding whole parameters past P / N, the step's fp32 gradient partition (a
-    sub-group at ZeRO-3), and ZeRO-3's gathered parameters."""
-    if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
-        return {}
-    sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
-    overlap = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
-    bucket = ov.ipg_bucket_bytes(bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes)
-    output = _output_rows(shape, point, st) * shape.width
-    matmul = exact_div(shape.width * shape.mlp_width, point.tp)  # one MLP matmul: a block's largest parameter
-    largest = maximum(output, matmul)
-    partition = (st.params - st.expert_params) / point.fsdp + st.expert_params / expert.expert_shards(point)
-    out = {}
-    if point.zero < 3:
-        # overlap_comm doubles it; DeepSpeed turns overlap_comm off under its pipeline engine (engine.py L1639-1642)
-        out["zero_grad_bucket"] = where(sharded, bucket * where(above_one(point.pp), 1, 2 if overlap else 1), 0)
-    else:
-        out["zero3_grad_bucket"] = where(sharded, bucket, 0)
-        out["zero3_bucket_copy"] = where(sharded, bucket, 0)
-    if point.zero >= 2:
-        out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
-    if point.zero == 2:
-        out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
-            overhang_elements=partition_overhang(shape, point.tp, point.fsdp), grad_bytes=recipe.grad_bytes), 0)
-    out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
-        elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
-        largest_param=largest, grad_bytes=recipe.grad_bytes), 0)
-    if point.zero >= 3:
-        out["zero3_live_params"] = where(sharded, ov.zero3_live_param_bytes(
-            kept=largest, largest_param=matmul, prefetch_elements=framework.prefetch_bucket_size,
-            max_live_elements=framework.max_live_parameters, weight_bytes=recipe.compute_bytes), 0)
     return out
 
 

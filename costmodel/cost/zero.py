@@ -1,0 +1,66 @@
+"""What a ZeRO framework (DeepSpeed) adds on one device, and the layouts its engine runs.
+
+Each term is a formula of :mod:`costmodel.formulas.overheads` with the DeepSpeed code it is read from; which
+parameters a ZeRO-2 rank's gradient buffer holds is :mod:`costmodel.parallel.data.partition`'s.
+"""
+
+from __future__ import annotations
+
+from costmodel.cost.stage import Stage
+from costmodel.errors import CostModelError
+from costmodel.formulas import overheads as ov
+from costmodel.mathops import above_one, exact_div, maximum, minimum, where
+from costmodel.parallel import expert
+from costmodel.parallel.data.partition import partition_overhang
+
+
+def check_runs(framework, point) -> None:
+    """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
+    if isinstance(point.pp, int) and point.pp > 1 and not (isinstance(point.fsdp, int) and point.fsdp == 1):
+        if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
+            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
+                                 f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
+        if framework.schedules is not None and point.schedule not in framework.schedules:
+            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
+                                 f"{'|'.join(framework.schedules)}, not {point.schedule}")
+    if (isinstance(point.dp, int) and point.dp > 1 and isinstance(point.fsdp, int) and point.fsdp > 1
+            and point.zero < framework.hybrid_zero_min):
+        raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
+                             f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
+                             f"{framework.hybrid_zero_min} or more (or --fsdp {point.dp * point.fsdp} alone)")
+
+
+def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
+    """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
+    backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),
+    ZeRO-2's gradient buffer holding whole parameters past P / N, the step's fp32 gradient partition (a
+    sub-group at ZeRO-3), and ZeRO-3's gathered parameters; ``output``: the output layer's parameters on this
+    device (0 off the last stage)."""
+    if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
+        return {}
+    sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
+    overlap = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
+    bucket = ov.ipg_bucket_bytes(bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes)
+    matmul = exact_div(shape.width * shape.mlp_width, point.tp)  # one MLP matmul: a block's largest parameter
+    largest = maximum(output, matmul)
+    partition = (st.params - st.expert_params) / point.fsdp + st.expert_params / expert.expert_shards(point)
+    out = {}
+    if point.zero < 3:
+        # overlap_comm doubles it; DeepSpeed turns overlap_comm off under its pipeline engine (engine.py L1639-1642)
+        out["zero_grad_bucket"] = where(sharded, bucket * where(above_one(point.pp), 1, 2 if overlap else 1), 0)
+    else:
+        out["zero3_grad_bucket"] = where(sharded, bucket, 0)
+        out["zero3_bucket_copy"] = where(sharded, bucket, 0)
+    if point.zero >= 2:
+        out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
+    if point.zero == 2:
+        out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
+            overhang_elements=partition_overhang(shape, point.tp, point.fsdp), grad_bytes=recipe.grad_bytes), 0)
+    out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
+        elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
+        largest_param=largest, grad_bytes=recipe.grad_bytes), 0)
+    if point.zero >= 3:
+        out["zero3_live_params"] = where(sharded, ov.zero3_live_param_bytes(
+            kept=largest, largest_param=matmul, prefetch_elements=framework.prefetch_bucket_size,
+            max_live_elements=framework.max_live_parameters, weight_bytes=recipe.compute_bytes), 0)
+    return out
