@@ -473,3 +473,12 @@ def test_replicated_kv_gradients_sum_inside_the_node():
     assert (row.placement.domains, row.placement.per_domain, row.level) == (1, 2, "nvlink")
     one_call = max(choice("hgx-h100", "all-reduce", row.collective.buffer_bytes, 1, 2)[2], h100.nccl.launch_s)
     assert row.seconds == pytest.approx(row.collective.calls * one_call, rel=1e-12)
+
+
+def test_a_profile_file_named_in_capitals_is_a_file(tmp_path, monkeypatch):
+    """--framework Mine.JSON in the working folder is a file (read as JSON), not an unknown profile's name."""
+    from costmodel.specs.load import load_framework
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Mine.JSON").write_text(json.dumps({"name": "mine", "zero_buffers": True, "reduce_bucket_size": 1}))
+    assert load_framework("Mine.JSON").reduce_bucket_size == 1

@@ -68,7 +68,7 @@ def validate(cls, data: dict, where: str):
 
 
 def _is_path(name: str) -> bool:
-    return name.endswith((".toml", ".json")) or "/" in name
+    return name.lower().endswith((".toml", ".json")) or "/" in name  # read_document takes either case too
 
 
 def hf_model_name(path: Path, data: dict) -> str:
