@@ -327,7 +327,7 @@ def test_zero2_gradient_buffer_holds_whole_parameters():
                     for r in range(n) if r * part < 28)
         assert held_elements(sizes, n) == brute
     shape = Shape.of(load_model("llama3-8b"))
-    flat = flat_matrices(shape, 1)
+    flat = flat_matrices(shape, Point())
     assert held_elements(flat, 8) == 1_090_519_040
     assert [round(held_elements(flat, n) / (sum(flat) / n), 2) for n in (16, 64)] == [2.12, 5.46]
     assert "(5.46x P / N for Llama 3 8B on 64 shards)" in (ROOT / "README.md").read_text()
@@ -335,8 +335,10 @@ def test_zero2_gradient_buffer_holds_whole_parameters():
     top = evaluate_layout(load_model("llama3-8b"), load_recipe("zero"), Layout(fsdp=8, zero=2, tokens=8192),
                           framework=ds).heaviest
     assert top.overheads["zero2_partition_overhang"] == 2 * (1_090_519_040 - sum(flat) / 8)
-    arrays = partition_overhang(shape, np.array([1, 2, 8, 16]), np.array([8, 8, 64, 16]))
-    assert list(arrays) == [partition_overhang(shape, t, n) for t, n in ((1, 8), (2, 8), (8, 64), (16, 16))]
+    pairs = ((1, 8), (2, 8), (8, 64), (16, 16))
+    arrays = partition_overhang(shape, Point(tp=np.array([t for t, _ in pairs]), fsdp=np.array([n for _, n in pairs]),
+                                             tp_kv="replicate"))
+    assert list(arrays) == [partition_overhang(shape, Point(tp=t, fsdp=n, tp_kv="replicate")) for t, n in pairs]
 
 
 def test_foreach_adamw_temporary_measured():

@@ -64,11 +64,9 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     docs = []
     for path in [p for given in paths for p in shipped(given)]:
         text = read_text(path, "measurement file", LOG_LIMIT)
-        head = text.lstrip()[:40]
-        # a log's labels start with '[' too: Open MPI's '[1,0]<stdout>:', MPICH's and Intel MPI's '[0] '; and a log
-        # may open with any launcher's line ('[node01:12345] mca_...', '{...}'): one with nccl-tests' table is a log
-        is_json = (head[:1] == "{" or (head[:1] == "[" and not re.match(r"\[\d+(?:,\d+\]<std|\]\s)", head))) \
-            and not _NCCL_TESTS.search(text)
+        # a log may open with '[' or '{' too (Open MPI's '[1,0]<stdout>:', MPICH's '[0] ', a launcher's own line):
+        # a file with nccl-tests' table is a log
+        is_json = text.lstrip()[:1] in ("{", "[") and not _NCCL_TESTS.search(text)
 
         if not is_json:
             docs.append(parse_log(path, hints or Hints(), text))

@@ -55,7 +55,7 @@ def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
         out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
     if point.zero == 2:
         out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
-            overhang_elements=partition_overhang(shape, point.tp, point.fsdp), grad_bytes=recipe.grad_bytes), 0)
+            overhang_elements=partition_overhang(shape, point), grad_bytes=recipe.grad_bytes), 0)
     out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
         elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
         largest_param=largest, grad_bytes=recipe.grad_bytes), 0)

@@ -27,6 +27,10 @@ STEPS = 2**24
 FLOPS = (1e6, 1e19)
 #: bytes per second of one link or memory
 BANDWIDTH = (1e3, 1e16)
+#: bytes of one measured message (a collective's buffer in a log or results file)
+MESSAGE = 2**50
+#: bytes per second a measured row may state (algbw, busbw)
+RATE = BANDWIDTH[1] * 1e3
 #: bytes of one device's memory (a limit below 1 MB is a typo: a unit left out)
 MEMORY = (1e6, 2.0**60)
 #: seconds of one modelled operation (a latency may be 0)

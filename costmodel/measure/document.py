@@ -16,7 +16,7 @@ from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_col
 from costmodel.specs.base import Name, Spec, count
 
 Devices = count(bounds.DEVICES)
-Rate = Annotated[float, Field(ge=0, le=bounds.BANDWIDTH[1] * 1e3)]
+Rate = Annotated[float, Field(ge=0, le=bounds.RATE)]
 
 
 class Record(Spec):
@@ -26,10 +26,10 @@ class Record(Spec):
 
 
 class Row(Record):
-    bytes: Annotated[int, Field(ge=0, le=2**50)]
+    bytes: Annotated[int, Field(ge=0, le=bounds.MESSAGE)]
     placement: Literal["out-of-place", "in-place"] = "out-of-place"
     time_s: Annotated[float, Field(ge=bounds.MEASURED[0], le=bounds.MEASURED[1])]
-    count: Annotated[int, Field(ge=0, le=2**50)] | None = None
+    count: Annotated[int, Field(ge=0, le=bounds.MESSAGE)] | None = None
     dtype: Name | None = None
     algbw_bytes_per_s: Rate | None = None
     busbw_bytes_per_s: Rate | None = None

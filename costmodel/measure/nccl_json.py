@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.bounds import DEVICES
+from costmodel.inputs.bounds import DEVICES, MESSAGE
 from costmodel.inputs.files import shown
-from costmodel.measure.nccl_rows import MAX_BYTES, measurement
+from costmodel.measure.nccl_rows import measurement
 from costmodel.measure.nccl_tests import Hints, Section, infer_algorithm, nccl_version_of, program_of, world_of
 from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
 
@@ -57,8 +57,8 @@ def _whole(value) -> bool:
 
 
 def _rows(row, where: str) -> list[dict]:
-    if not isinstance(row, dict) or not _whole(row.get("size")) or not 0 <= row["size"] <= MAX_BYTES:
-        raise CostModelError(f"{where}: expected an object with a whole 'size' of 0 to {MAX_BYTES:,} bytes, found "
+    if not isinstance(row, dict) or not _whole(row.get("size")) or not 0 <= row["size"] <= MESSAGE:
+        raise CostModelError(f"{where}: expected an object with a whole 'size' of 0 to {MESSAGE:,} bytes, found "
                              f"{shown(row, 40)}")
     out = []
     for key, placement in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
@@ -70,7 +70,7 @@ def _rows(row, where: str) -> list[dict]:
                                  "-C 1: the host's launch time, not the collective's; rerun without -C)")
         wrong = values.get("nwrong")
         count = row.get("count")
-        out.append(measurement(row["size"], count if _whole(count) and 0 <= count <= MAX_BYTES else 0,
+        out.append(measurement(row["size"], count if _whole(count) and 0 <= count <= MESSAGE else 0,
                                str(row.get("type", "")), placement,
                                [values.get("time"), values.get("alg_bw"), values.get("bus_bw")],
                                None if wrong is None else wrong, f"{where}.{key}"))

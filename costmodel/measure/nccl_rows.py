@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import CostModelError
-from costmodel.inputs.bounds import MEASURED
+from costmodel.inputs.bounds import MEASURED, MESSAGE, RATE
 from costmodel.inputs.files import shown
 
 #: what launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:'), MPICH and
@@ -24,9 +24,6 @@ _LABEL = re.compile(r"^\s*(?:\d+:\s|\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|[A
                     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s)")
 #: a data row's timestamp column (nccl-tests -S 1: TIME_STRING_FORMAT "%Y-%m-%d %H:%M:%S", src/util.cu)
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
-MAX_BYTES = 2**50
-#: the most GB/s a row may state (1e9 GB/s = an exabyte a second)
-MAX_GBS = 1e9
 
 
 def _number(token, path, lineno: int | None, what: str) -> float:
@@ -78,11 +75,10 @@ def _is_number(token: str) -> bool:
 class _Layout:
     """Where a data row's measurements sit, read from its column header: each placement's (out-of-place,
     in-place) columns, time first, from the end of the row (older nccl-tests print fewer leading columns:
-    no root, no redop, or a blank redop for all-to-all), and whether a timestamp ends the row."""
+    no root, no redop, or a blank redop for all-to-all); a row's -S timestamp is taken off before."""
 
     widths: tuple  # columns per placement: time algbw busbw [#wrong | error] [i_min i_max i_p99 i_cv%]
     wrong: tuple  # the #wrong / error column's offset in each, or None
-    stamped: bool
     lead: int | None = None  # the header's columns before the first time (size count type redop root: 5)
 
     @property
@@ -95,8 +91,7 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
     if "cputime" in columns:
         raise CostModelError(f"{path}:{lineno}: the log reports 'cputime' (nccl-tests -C 1): the host's time to "
                              "launch each operation, not the collective's; rerun without -C")
-    stamped = columns[-1] == "timestamp"
-    end = len(columns) - stamped
+    end = len(columns) - (columns[-1] == "timestamp")
     starts = [i for i, name in enumerate(columns) if name == "time"]
     groups = [columns[s:e] for s, e in zip(starts, starts[1:] + [end])]
     if not groups or any(g[:3] != ["time", "algbw", "busbw"] for g in groups):
@@ -107,13 +102,13 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
         raise CostModelError(f"{path}:{lineno}: the column header names {shown(unknown[0], 20)}, which no nccl-tests "
                              f"version prints after 'time': {shown(' '.join(columns))}")
     wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
-    return _Layout(tuple(len(g) for g in groups), wrong, stamped, starts[0])
+    return _Layout(tuple(len(g) for g in groups), wrong, starts[0])
 
 
 #: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.11)
 _MEASURED_COLUMNS = frozenset({"time", "algbw", "busbw", "#wrong", "error", "i_min", "i_max", "i_p99", "i_cv%"})
 #: the columns of a row under no header: size count type redop root | time algbw busbw #wrong (x 2)
-_DEFAULT = _Layout((4, 4), (3, 3), False)
+_DEFAULT = _Layout((4, 4), (3, 3))
 
 
 def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) -> list[dict]:
@@ -123,23 +118,23 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
         tokens = tokens[:-2]
     if layout is None:
         fields = tokens[5:]  # no header: today's five leading columns; '#wrong' is absent in some versions
-        layout = _DEFAULT if len(fields) >= 8 else _Layout((3, 3), (None, None), False)
+        layout = _DEFAULT if len(fields) >= 8 else _Layout((3, 3), (None, None))
         tokens = tokens[:5 + layout.width]
     if len(tokens) < 2 + layout.width:
         raise CostModelError(f"{path}:{lineno}: a data row needs at least {2 + layout.width} columns, found "
                              f"{len(tokens)}: {shown(line.strip())}")
-    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > MAX_BYTES:
+    if not tokens[0].isascii() or not tokens[0].isdigit() or int(tokens[0]) > MESSAGE:
         raise CostModelError(f"{path}:{lineno}: size {shown(tokens[0], 20)}: expected a whole number of bytes "
-                             f"up to {MAX_BYTES:,}")
+                             f"up to {MESSAGE:,}")
     if layout.lead is not None and not layout.lead - 1 <= len(tokens) - layout.width <= layout.lead:
         raise CostModelError(f"{path}:{lineno}: the row has {len(tokens)} columns where its header has "
                              f"{layout.lead + layout.width} (one fewer where a field is blank): "
                              f"{shown(line.strip())}")
     size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
     count, dtype = _number(lead[1], path, lineno, "count"), lead[2] if len(lead) > 2 else ""
-    if count != int(count) or count > MAX_BYTES:
+    if count != int(count) or count > MESSAGE:
         raise CostModelError(f"{path}:{lineno}: count {shown(lead[1], 20)}: expected a whole number of elements "
-                             f"up to {MAX_BYTES:,}")
+                             f"up to {MESSAGE:,}")
     count = int(count)
     out, start = [], 0
     for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
@@ -162,8 +157,8 @@ def measurement(size: int, count: int, dtype: str, placement: str, values, wrong
         raise CostModelError(f"{where}: {placement} time {shown(values[0], 20)} us: a measured time is positive, "
                              f"from {lo:g} to {hi:g} us")
     algbw, busbw = (_number(v, where, None, f"{placement} bandwidth") for v in values[1:3])
-    if max(algbw, busbw) > MAX_GBS:
-        raise CostModelError(f"{where}: {placement} bandwidth {max(algbw, busbw):g} GB/s: more than {MAX_GBS:g} GB/s "
-                             "is no measurement")
+    if max(algbw, busbw) * 1e9 > RATE:  # what a results file may hold (measure/document.py)
+        raise CostModelError(f"{where}: {placement} bandwidth {max(algbw, busbw):g} GB/s: more than {RATE / 1e9:g} "
+                             "GB/s is no measurement")
     return {"bytes": size, "count": count, "dtype": dtype, "placement": placement, "time_s": time_us * 1e-6,
             "algbw_bytes_per_s": algbw * 1e9, "busbw_bytes_per_s": busbw * 1e9}

@@ -15,7 +15,8 @@ from pathlib import Path
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEVICES
 from costmodel.measure.nccl_rows import data_row, is_row, layout_of, unlabelled
-from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
+from costmodel.inputs.files import shown
+from costmodel.measure.results import COLLECTIVES, FORMAT, canonical_algorithm, canonical_collective
 
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")
@@ -246,11 +247,8 @@ def program_of(name: str, path, lineno: int) -> str:
     try:
         return canonical_collective(base)
     except CostModelError:
-        try:
-            canonical_collective(name)
-        except CostModelError as err:  # the program as the log names it
-            raise CostModelError(f"{path}:{lineno}: {err}") from None
-        raise
+        raise CostModelError(f"{path}:{lineno}: unknown collective {shown(name)}; known: "
+                             f"{', '.join(COLLECTIVES)}") from None
 
 
 def merge(documents: list[dict]) -> dict:

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from dataclasses import replace
+
+from costmodel.parallel.tensor import kv_heads_per_rank
 
 
-def flat_matrices(shape, tp: int) -> list[int]:
+def flat_matrices(shape, point) -> list[int]:
     """Elements per device of the model's matrices in the order a Hugging Face decoder registers them, the order
     DeepSpeed flattens its weight-decay group in (norms and biases form the other group, too small to matter):
     the embedding; per layer q, k, v, o, then gate, up, down (up, down without a gate); the output layer unless
-    tied. The FFN stack: per layer its two matrices. Matrices split t ways; K and V at least one head per rank."""
-    d, f, t = shape.width, shape.mlp_width, tp
+    tied. The FFN stack: per layer its two matrices. Matrices split t ways; K and V as the TP axis holds them."""
+    d, f, t = shape.width, shape.mlp_width, point.tp
     mlp = [d * f // t] * (3 if shape.gated else 2)
     if not shape.attention:
         return mlp * shape.layers
     q = shape.heads * shape.head_dim * d // t
-    kv = max(shape.kv_heads // t, 1) * shape.head_dim * d
+    kv = kv_heads_per_rank(shape, point) * shape.head_dim * d
     embedding = shape.vocab * d // t
     return [embedding] + [q, kv, kv, q, *mlp] * shape.layers + ([] if shape.tied else [embedding])
 
@@ -44,17 +47,17 @@ def held_elements(sizes: list[int], shards: int) -> int:
     return best
 
 
-def partition_overhang(shape, tp, shards):
-    """Elements the busiest rank's gradient buffer holds beyond P / N (numbers, or an array of shard counts
-    evaluated per distinct count); 0 where the model's matrices are not listed (MoE, latent attention)."""
+def partition_overhang(shape, point):
+    """Elements the busiest rank's gradient buffer holds beyond P / N over ``point.fsdp`` shards (numbers, or
+    arrays evaluated per distinct (N, t)); 0 where the model's matrices are not listed (MoE, latent attention)."""
     if shape.moe or shape.mla:
         return 0
-    if isinstance(shards, int) and isinstance(tp, int):
-        sizes = flat_matrices(shape, tp)
-        return held_elements(sizes, shards) - sum(sizes) / shards
+    if isinstance(point.fsdp, int) and isinstance(point.tp, int):
+        sizes = flat_matrices(shape, point)
+        return held_elements(sizes, point.fsdp) - sum(sizes) / point.fsdp
     import numpy as np
 
-    shards, tp = np.broadcast_arrays(np.asarray(shards), np.asarray(tp))
+    shards, tp = np.broadcast_arrays(np.asarray(point.fsdp), np.asarray(point.tp))
     pairs = {(int(n), int(t)) for n, t in zip(shards.ravel(), tp.ravel())}
-    over = {(n, t): partition_overhang(shape, t, n) for n, t in pairs}
+    over = {pair: partition_overhang(shape, replace(point, fsdp=pair[0], tp=pair[1])) for pair in pairs}
     return np.vectorize(lambda n, t: over[(int(n), int(t))], otypes=[float])(shards, tp)
