@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from costmodel.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     """The unsharded state against one reading of a device's HBM capacity."""
 

@@ -3,7 +3,7 @@ each with the group's placement and its time (the one time model of :mod:`costmo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 from typing import TYPE_CHECKING
 
 from costmodel.cost.stage import Stage
@@ -60,7 +60,7 @@ def step_collectives(shape, recipe, point, stages: list[Stage]) -> list[Collecti
     return listed(stage_collectives(shape, recipe, point, busiest_stage(stages)))
 
 
-@dataclass(frozen=True)
+@record
 class Timed:
     """A collective with where it runs and how long its calls take over the step."""
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 from typing import TYPE_CHECKING
 
 from costmodel.cost import checks
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from costmodel.cost.step import StepTime
 
 
-@dataclass(frozen=True)
+@record
 class Cost:
     """Everything cost4d says about one layout (or an array of layouts, or their formula)."""
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.cost.stage import recomputed_layers
 from costmodel.formulas import flops as fl
 from costmodel.parallel.expert import routed_factor
 
 
-@dataclass(frozen=True)
+@record
 class StepFlops:
     """FLOPs of one step per token and per device: the model's (MFU) and those recomputed (HFU)."""
 

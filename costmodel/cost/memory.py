@@ -6,7 +6,7 @@ each divided by N where the ZeRO stage shards it), weight copies kept for backwa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from costmodel.record import record, field
 
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
@@ -162,7 +162,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class StageMemory:
     """What one device of one stage holds, and the numbers it was computed from.
 

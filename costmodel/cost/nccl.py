@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field, replace
+from costmodel.record import record, field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_nvls as nvls
@@ -158,7 +158,7 @@ def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto", memo
     return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo)
 
 
-@dataclass(frozen=True)
+@record
 class TunedCost:
     """What ``network.link_cost`` returns for a tuned collective: ``seconds(S)`` for any family."""
 
@@ -191,7 +191,7 @@ class TunedCost:
         return self.offset + self.scale * tuned if (self.offset, self.scale) != (0.0, 1.0) else tuned
 
 
-@dataclass(frozen=True)
+@record
 class Calibrated:
     """NCCL's tuner with fitted costs (network.LinkCost, or None) for groups inside one node and across
     nodes: a calibration prices the groups of its level, the tuner the others."""

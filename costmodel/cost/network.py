@@ -9,7 +9,7 @@ efficiency. Several: the hierarchical two-level algorithm. A fitted calibration 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 
 from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
@@ -75,7 +75,7 @@ def _fitted_bandwidth(fit) -> float:
     return math.inf if fit.bandwidth_bytes_per_s is None else fit.bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True)
+@record
 class LinkCost:
     """t = latency + per_byte x S for one call of an op on a group (both 0 for a group of one)."""
 

@@ -9,7 +9,7 @@ domain puts the data axes on DCN. cost/network.py prices a collective on such a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from costmodel.record import record, field
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import axis_order
@@ -18,7 +18,7 @@ from costmodel.parallel import expert
 from costmodel.parallel.collective import SUBGROUPS
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     """Where a group of ``ranks`` ranks of one axis sits: ``per_domain`` of them share a fast domain."""
 

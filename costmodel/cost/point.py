@@ -7,7 +7,7 @@ layout, the CLI), arrays (one element per layout, the planner) or letters (the p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from costmodel.record import record, names, replace
 from functools import cached_property
 
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
@@ -19,7 +19,7 @@ LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "ep": "E_p",
 QUANTITIES = tuple(LETTERS)
 
 
-@dataclass(frozen=True)
+@record
 class Point:
     """One layout (or a grid of them) with every quantity explicit."""
 
@@ -60,7 +60,7 @@ class Point:
     @classmethod
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
-        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name not in ("microbatches", "split")}
+        values = {name: getattr(layout, name) for name in names(cls) if name not in ("microbatches", "split")}
         return cls(microbatches=layout.m, split=layout.split or "even", **values)
 
     def symbolic(self) -> "Point":

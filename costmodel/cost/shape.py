@@ -10,7 +10,7 @@ A mixture of experts' quantities are in ``shape_moe.py``, multi-head latent atte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 
 from costmodel.cost.shape_mla import MLA_LETTERS, LatentAttention, mla_fields
 from costmodel.cost.shape_moe import MOE_LETTERS, MixtureOfExperts, moe_fields
@@ -27,7 +27,7 @@ LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_head
 ALL_LETTERS = {**LETTERS, **MOE_LETTERS, **MLA_LETTERS}
 
 
-@dataclass(frozen=True)
+@record
 class Shape(MixtureOfExperts, LatentAttention):
     """Widths (numbers or symbols) and structure (Python values) of one model."""
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.mathops import ceil_div, exact_div, maximum, minimum
 from costmodel.parallel import expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
 
 
-@dataclass(frozen=True)
+@record
 class Stage:
     """What one pipeline stage's device holds: its layers, parameters and saved activations."""
 

@@ -9,7 +9,7 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
@@ -29,7 +29,7 @@ OVERLAPS = ("overlap", "none")
 PRECISIONS = ("bf16", "fp8")
 
 
-@dataclass(frozen=True)
+@record
 class StepTime:
     """One step's time by part: each on the critical path or hidden behind compute, with its range."""
 

@@ -7,7 +7,7 @@ expression at the layout's values. Imported only when a formula is asked for (sy
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 
 import sympy as sp
 
@@ -39,7 +39,7 @@ MEANINGS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Formula:
     """The aggregator's result in letters, and the letters' values at the layout."""
 

@@ -20,7 +20,7 @@ Line numbers cite ``git show v2.26.2-1:<file>`` of github.com/NVIDIA/nccl.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 NCCL_VERSION = "2.26.2-1"
 
@@ -77,7 +77,7 @@ TREE_CORRECTION_FACTOR = (
 MAX_DEV_WORK_BATCH_COLLS = 1024 // 96
 
 
-@dataclass(frozen=True)
+@record
 class Graph:
     """One ncclTopoGraph as the tuner reads it: the search output (search.cc ncclTopoCompute),
     min/max-reduced over ranks (init.cc:993-1004). ``Graph()`` is a search that was not run
@@ -93,7 +93,7 @@ class Graph:
     pattern: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     """The communicator fields ncclTopoTuneModel and the selection read (comm->..., graphs[...])."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from costmodel.record import record, field
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
@@ -18,7 +18,7 @@ from costmodel.inputs.files import shown
 FORMATS = ("text", "markdown", "latex", "ipynb")
 
 
-@dataclass(frozen=True)
+@record
 class Part:
     """One question of a problem and its worked answer."""
 
@@ -28,7 +28,7 @@ class Part:
     values: dict = field(default_factory=dict)  # the answer's numbers, by name (what the tests compare)
 
 
-@dataclass(frozen=True)
+@record
 class Homework:
     """One generated problem set: its parts, conventions and worked answer key."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from costmodel.record import record
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -71,7 +71,7 @@ def _is_number(token: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@record
 class _Layout:
     """Where a data row's measurements sit, read from its column header: each placement's (out-of-place,
     in-place) columns, time first, from the end of the row (older nccl-tests print fewer leading columns:

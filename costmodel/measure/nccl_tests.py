@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from costmodel.record import record
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -99,7 +99,7 @@ def _spans(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
-@dataclass(frozen=True)
+@record
 class Hints:
     """What a log may not say, given by the user: the op (``--op``), the algorithm it ran with
     (``--algorithm``), and the world (``--nodes``, ``--gpus-per-node``) when it lists no ranks."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.cost import network
 from costmodel.cost.placement import Placement
@@ -11,7 +11,7 @@ from costmodel.errors import CostModelError
 from costmodel.formulas.comms import MODELLED
 
 
-@dataclass(frozen=True)
+@record
 class Prediction:
     """A collective's predicted time, the network level and formula used, and whether calibrated."""
 
@@ -21,7 +21,7 @@ class Prediction:
     calibrated: bool
 
 
-@dataclass(frozen=True)
+@record
 class Predictor:
     """One collective on one group, priced once: ``at(S)`` is the time of a buffer of S bytes."""
 

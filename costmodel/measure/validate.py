@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
@@ -22,7 +22,7 @@ from costmodel.formulas.comms import bus_factor
 MIB = 2**20
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     """One measured size of one collective from a log, with its predicted time."""
 
@@ -81,7 +81,7 @@ def summary(rows: list[Row], min_bytes: int = MIB) -> dict:
             "per_level": {k: median_abs_error(v, min_bytes) for k, v in levels.items()}}
 
 
-@dataclass(frozen=True)
+@record
 class Fit:
     """A latency and bandwidth fitted to one collective's measured sizes on one group."""
 

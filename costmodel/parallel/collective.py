@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 from typing import Callable
 
 from costmodel.formulas.comms import BYTES_SENT
@@ -12,7 +12,7 @@ from costmodel.formulas.comms import BYTES_SENT
 SUBGROUPS = {"tp-kv": "tp"}
 
 
-@dataclass(frozen=True)
+@record
 class Collective:
     """``calls`` calls per step of ``op`` over ``group`` devices on ``axis``, each on a buffer of
     ``buffer_bytes`` (nccl-tests' S). Quantities may be numbers, arrays or sympy expressions."""
@@ -79,7 +79,7 @@ def _literal(value, literal) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     """A condition a layout must meet (a bool, or a mask over layouts) and why, in one line."""
 

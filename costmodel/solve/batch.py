@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
@@ -21,7 +21,7 @@ MLP_ONLY = ("a layer is its MLP's two D x F matmuls (the Scaling Book's model): 
             "matrix and a mixture's other experts are not in it")
 
 
-@dataclass(frozen=True)
+@record
 class BatchProblem:
     """The inputs of the compute-bound question, every hardware constant explicit."""
 
@@ -68,7 +68,7 @@ class BatchProblem:
                 "comms": sc.comms_seconds(fsdp_time=t_fsdp, tp_time=t_tp, overlap=self.overlap)}
 
 
-@dataclass(frozen=True)
+@record
 class BatchAnswer:
     """The per-device batch at which a layout turns compute-bound, and the term that binds."""
 

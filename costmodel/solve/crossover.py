@@ -7,12 +7,12 @@ and the crossover is the answer ``solve_batch`` gave.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.errors import CostModelError
 
 
-@dataclass(frozen=True)
+@record
 class Curves:
     """Times per MLP layer (seconds) at each global batch; T_comms per overlap convention."""
 

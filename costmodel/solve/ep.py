@@ -7,7 +7,7 @@ axis and nest with its shards), so each is evaluated with the aggregator, smalle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.cost.checks import rules
 from costmodel.cost.evaluate import evaluate_layout
@@ -16,7 +16,7 @@ from costmodel.cost.shape import Shape
 from costmodel.errors import CostModelError
 
 
-@dataclass(frozen=True)
+@record
 class EpAnswer:
     """The smallest expert-parallel degree that fits, and the bytes each degree tried needs."""
 

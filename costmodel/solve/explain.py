@@ -6,14 +6,14 @@ functions called with numbers (the solvers' answers), so the two cannot drift ap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 import sympy as sp
 
 from costmodel.formulas import scaling as sc
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One step of a derivation: the formula in letters, the values substituted, the result."""
 
@@ -23,7 +23,7 @@ class Step:
     result: str  # the number, with its unit
 
 
-@dataclass(frozen=True)
+@record
 class Derivation:
     """Numbered steps that render themselves: text for print(), Markdown + LaTeX in Jupyter."""
 

@@ -8,7 +8,7 @@ inequality a + b / N < limit gives N > b / (limit - a): no second copy of any fo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
@@ -16,7 +16,7 @@ from costmodel.specs.recipe import Recipe
 from costmodel.cost.evaluate import evaluate_layout
 
 
-@dataclass(frozen=True)
+@record
 class FsdpAnswer:
     """The smallest FSDP shard count that fits, with the replicated and sharded bytes it splits."""
 

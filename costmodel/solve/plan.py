@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field, replace
+from costmodel.record import record, field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
@@ -37,7 +37,7 @@ CP_KINDS = ("ring", "a2a")
 SEQUENCE_PARALLEL = (True, False)
 
 
-@dataclass(frozen=True)
+@record
 class Planned:
     """One feasible layout with what the aggregator predicts for it."""
 
@@ -52,7 +52,7 @@ class Planned:
     bubble_s: float = 0.0  # the pipeline bubble's seconds (the step's critical_parts)
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     """A search's best layouts and what it did: layouts considered, rejected by which rule, time."""
 

@@ -13,7 +13,7 @@ and a part whose point lies above the step's own height F / T_step takes less of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.cost.collectives import axis_family
 from costmodel.cost.gemm import mlp_gemm_shape
@@ -24,7 +24,7 @@ PARTS = {"tp": "TP collectives", "cp": "CP collectives", "pp": "pipeline sends",
          "data": "data-axis collectives"}
 
 
-@dataclass(frozen=True)
+@record
 class Mark:
     """One part of the step: its share of F, the bytes it moves over ``resource``, its time."""
 
@@ -44,7 +44,7 @@ class Mark:
         return self.flops / self.seconds
 
 
-@dataclass(frozen=True)
+@record
 class Roofline:
     """A step's kernels and collectives on a roofline: the peak, the bandwidth roofs, the marks."""
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
 from costmodel.solve.batch import BatchProblem, solve_batch
 
 
-@dataclass(frozen=True)
+@record
 class Split:
     """One split of a TPU slice between the FSDP (X) and TP (Y) axes, and its compute-bound batch."""
 
@@ -24,7 +24,7 @@ class Split:
     x_axes: tuple[int, ...]  # torus axes (indices) the FSDP axis takes
 
 
-@dataclass(frozen=True)
+@record
 class SplitAnswer:
     """The continuous optimum of the FSDP/TP split and the best whole split a slice allows."""
 

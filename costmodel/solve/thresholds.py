@@ -6,12 +6,12 @@ B per slice > C / W_dcn. On GPUs alpha uses the level the data axis crosses (NVL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.formulas import scaling as sc
 
 
-@dataclass(frozen=True)
+@record
 class Threshold:
     """The batch above which one strategy is compute-bound, with its condition in letters."""
 

@@ -23,14 +23,14 @@ tests/test_timeline.py checks that the idle time it leaves equals the pipeline m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.errors import CostModelError
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 
 
-@dataclass(frozen=True)
+@record
 class Op:
     """One pass of one micro-batch on one pipeline stage, with its start and end."""
 

@@ -5,13 +5,13 @@ Every row re-solves the same problem with one input changed; nothing here is a n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from costmodel.record import record, replace
 
 from costmodel.solve.batch import BatchProblem, solve_batch
 from costmodel.solve.split import optimize_split
 
 
-@dataclass(frozen=True)
+@record
 class WhatIf:
     """How the compute-bound batch moves under one change of the layout or hardware."""
 

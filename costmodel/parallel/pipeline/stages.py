@@ -10,13 +10,13 @@ only expert layers, heavier than the dense ones before it, starts at one of them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.record import record
 
 from costmodel.formulas import pipeline as pl
 from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, minimum, remainder, where
 
 
-@dataclass(frozen=True)
+@record
 class StageRole:
     """Which stage: ``index`` 0, 1, ... or None for the last (p - 1); ``first``/``last`` are 0/1
     masks (numbers, arrays or expressions), ``exists`` masks a stage a layout does not have."""
