@@ -257,3 +257,27 @@ def test_plot_roofline_takes_the_kernel_and_the_document(tmp_path):
     marks = {m["name"]: m["seconds"] for m in json.loads(out.stdout)["data"]["marks"]}
     step = _step(Layout(tokens=8192, document=2048), "fa2")
     assert marks["flash attention"] == pytest.approx(step.attention_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("body", [
+    "a,b,c\n1,x,2\n\n3,y,4\n5,x,6\n",  # unquoted: rows without the wanted text skipped before parsing
+    'a,b,c\n1,x,2\n"3",y,"4\n4"\n5,"x",6\n',  # quoted (a cell spans two lines): the csv module parses it all
+])
+def test_table_rows_filtered_unparsed_equal_the_csv_modules(tmp_path, body):
+    from costmodel.measure.tables import csv_rows
+
+    path = tmp_path / "t.csv"
+    path.write_text(body)
+    expected = [{"a": r["a"], "b": r["b"]} for r in csv.DictReader(body.splitlines(keepends=True)) if r["b"] == "x"]
+    rows = list(csv_rows(str(path), "table", ("a", "b"), {"b": "x"}))
+    assert [row for _, row in rows] == expected
+    assert [line for line, _ in rows] == [2, 5]
+
+
+def test_a_row_of_the_wrong_width_is_refused_though_it_lacks_the_wanted_text(tmp_path):
+    from costmodel.measure.tables import csv_rows
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,c\n1,x,2\n3,y\n")
+    with pytest.raises(CostModelError, match=r"t.csv:3: expected 3 columns"):
+        list(csv_rows(str(path), "table", ("a", "b"), {"b": "x"}))

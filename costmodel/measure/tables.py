@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 
 from costmodel.errors import CostModelError
 
@@ -17,7 +18,7 @@ def csv_rows(path: str, kind: str, columns: tuple, where: dict | None = None):
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
     text = read_text(path, kind, LOG_LIMIT)
-    rows = enumerate(csv.reader(io.StringIO(text)), 1) if '"' in text else _unquoted(text, (where or {}).values())
+    rows = _quoted(text) if '"' in text else _unquoted(text, (where or {}).values())
     header = next(rows, (1, []))[1]
     missing = [c for c in columns if c not in header]
     if missing:
@@ -32,6 +33,12 @@ def csv_rows(path: str, kind: str, columns: tuple, where: dict | None = None):
         if any(cells[i] != text for i, text in wanted):
             continue
         yield line, {c: cells[i] for c, i in at.items()}
+
+
+def _quoted(text: str):
+    """(line, cells) of every record of a CSV, each numbered by the line it ends on."""
+    reader = csv.reader(io.StringIO(text))
+    return ((reader.line_num, cells) for cells in reader)
 
 
 def _unquoted(text: str, texts):
