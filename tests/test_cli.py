@@ -144,6 +144,17 @@ def test_malformed_spec_file(tmp_path, content, needle):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("name, content, says", [
+    ("spec.toml", 'kind = "ffn"\nd_ff = [\n', ": malformed TOML: "),
+    ("spec.json", '{"kind": [1,\n', ":2:1: malformed JSON: "),
+])
+def test_a_malformed_document_is_named_once(tmp_path, name, content, says):
+    path = tmp_path / name
+    path.write_text(content)
+    line = cost4d("memory", "--model", str(path)).stderr.strip()
+    assert line.startswith(f"error: {path}{says}") and line.count(": malformed ") == 1 and line.count(str(path)) == 1
+
+
 def test_spec_file_works_where_a_name_does(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text('kind = "ffn"\nd_model = 16384\nd_ff = 53248\nlayers = 126\n')

@@ -7,7 +7,6 @@ names the byte and line where it stops being so. Documents (JSON, TOML) are pars
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -117,16 +116,10 @@ def parse_document(text: str, where: str, kind: str) -> dict:
     """A JSON or TOML document (``kind``) as a dict of fields, or one line saying where it is malformed.
 
     Numbers too long for Python (> 4,300 digits) and nesting too deep to parse are malformed too."""
-    try:  # imported here: the TOML parser compiles its patterns at import, and most commands read no file
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     try:
-        data = json.loads(text) if kind == "json" else tomllib.loads(text)
-    except json.JSONDecodeError as err:
-        raise CostModelError(f"{where}:{err.lineno}:{err.colno}: malformed JSON: {err.msg}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CostModelError(f"{where}: malformed TOML: {err}") from None
+        data = _parse_json(text, where) if kind == "json" else _parse_toml(text, where)
+    except CostModelError:
+        raise
     except RecursionError:
         raise CostModelError(f"{where}: nested too deeply to read (at most {DEPTH} levels)") from None
     except ValueError as err:  # e.g. an integer of more than 4,300 digits
@@ -137,6 +130,26 @@ def parse_document(text: str, where: str, kind: str) -> dict:
     if depth(data) > DEPTH:
         raise CostModelError(f"{where}: nested more than {DEPTH} levels deep (cost4d's files nest 3)")
     return data
+
+
+def _parse_json(text: str, where: str):
+    import json  # imported here, as the TOML parser: most commands read no file of its kind
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CostModelError(f"{where}:{err.lineno}:{err.colno}: malformed JSON: {err.msg}") from None
+
+
+def _parse_toml(text: str, where: str):
+    try:  # imported here: the parser compiles its patterns at import, and most commands read no file
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CostModelError(f"{where}: malformed TOML: {err}") from None
 
 
 def read_document(path, what: str = "spec file", limit: int = SPEC_LIMIT) -> dict:
