@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
-from costmodel.specs.load import load_hardware, load_model, load_recipe
+from costmodel.specs.load import framework_profile, load_hardware, load_model, load_recipe
 
 
 def _spec(model):
@@ -44,20 +44,13 @@ def _layout(**fields) -> Layout:
     return validate(Layout, fields, "layout")
 
 
-def _framework(framework):
-    from costmodel.specs.load import load_framework
-
-    frame = load_framework(framework) if isinstance(framework, str) else framework
-    return None if frame is None or frame.exact else frame
-
-
 def memory(model, recipe: str | None = None, framework=None, **layout):
     """Per-device memory of the heaviest stage (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096):
     ``.total_bytes`` (exact accounting), ``.components``, ``.state_bytes``, ``.stage``; with a
     ``framework`` ('nanotron'), ``.overheads``, ``.peak_bytes``, ``.reserved_bytes``, ``.peak_phase``."""
     from costmodel.cost.evaluate import evaluate_layout
 
-    frame = _framework(framework)
+    frame = framework_profile(framework)
     name = recipe or (frame.recipe if frame is not None else None) or "cs336"
     return evaluate_layout(_spec(model), load_recipe(name), _layout(**layout), framework=frame).heaviest
 
@@ -84,7 +77,7 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble."""
     from costmodel.solve.plan import plan as search
 
-    spec, frame = _spec(model), _framework(framework)
+    spec, frame = _spec(model), framework_profile(framework)
     device = _device(hardware)
     rec = load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
     if (seq or getattr(spec, "seq_len", None)) is None:

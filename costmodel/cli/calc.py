@@ -39,9 +39,9 @@ def memory(
 
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware or "h100-sxm")
-    if symbolic and not frame.exact:
+    if symbolic and frame is not None:
         raise CostModelError("--symbolic prints the exact accounting; drop --framework (the overheads are numbers)")
-    cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
+    cost = evaluate_layout(spec, rec, layout, framework=frame)
     worth = devices_worth(cost.state_bytes_unsharded, device)
     report(cost, layout, device, worth, capacity_bytes(device), fits=hardware is not None, units=units, as_json=as_json,
            formula=_formula(spec, rec, layout) if symbolic else None)

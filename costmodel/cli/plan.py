@@ -31,7 +31,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
     from costmodel.errors import CostModelError
     from costmodel.solve.plan import plan as run
-    from costmodel.specs.load import load_hardware, load_run
+    from costmodel.specs.load import load_hardware, load_run, profile_name
 
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware)
@@ -39,13 +39,13 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     if not length:
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
-                 framework=None if frame.exact else frame, precision=precision, top=top, headroom=headroom,
+                 framework=frame, precision=precision, top=top, headroom=headroom,
                  document=document)
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
                              f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
-              "recipe": rec.name, "framework": frame.name, "precision": precision}
+              "recipe": rec.name, "framework": profile_name(frame), "precision": precision}
     return frame, spec, rec, device, length, result, header
 
 
@@ -87,7 +87,7 @@ def plan(
                                                               framework, precision, top, headroom, document)
     # the names or files the user gave: a profile or recipe file is named by its path, not its name field
     commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
-                        framework=None if frame.exact else framework, precision=precision) for p in result.best]
+                        framework=None if frame is None else framework, precision=precision) for p in result.best]
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
     details = [_details(spec, rec, device, p, frame, precision) for p in result.best]
     report(result, commands, header, reason=reason, as_json=as_json, details=details)
@@ -102,7 +102,7 @@ def plan(
 
         chosen = result.best[explain - 1].layout
         cost = evaluate_layout(spec, rec, Layout(**chosen), device, precision=precision,
-                               framework=None if frame.exact else frame)
+                               framework=frame)
         typer.echo(f"\n#{explain}: {commands[explain - 1]}")
         step_report(cost, device, as_json=False)
 
@@ -116,7 +116,7 @@ def _details(spec, rec, device, planned, frame, precision) -> dict:
     from costmodel.specs.layout import Layout
 
     cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
-                           framework=None if frame.exact else frame)
+                           framework=frame)
     low_high = band(cost.step.step_s, device, precision, cost.shape.moe, cost.framework)
     capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
     return {"peak_phase": cost.heaviest.peak_phase, "memory_verdict": verdict(cost, capacity),

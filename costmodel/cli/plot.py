@@ -82,7 +82,7 @@ def memory_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
-    cost = evaluate_layout(spec, rec, layout, framework=None if frame.exact else frame)
+    cost = evaluate_layout(spec, rec, layout, framework=frame)
     stage_memory(cost, out, units)
     _done(as_json, out, "memory", f"{spec.name}: memory per device of {len(cost.stages)} stage(s)",
           lambda d: d.stage_memory(cost))
@@ -114,11 +114,10 @@ def fsdp_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
-    framework_ = None if frame.exact else frame
     limit_bytes, source = _limit(limit, hardware)
-    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, framework_).n_fsdp
+    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame).n_fsdp
     shards = sorted({answer, *(2**i for i in range(1, (4 * answer).bit_length()))})  # from 2: the FSDP regime
-    need = [memory_at(spec, rec, layout, n, framework_) for n in shards]
+    need = [memory_at(spec, rec, layout, n, frame) for n in shards]
     fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)
     _done(as_json, out, "fsdp", f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest "
           f"under {source}: {answer}", lambda d: d.fsdp_memory(shards, need, limit_bytes, answer, source))

@@ -69,15 +69,15 @@ def solve_fsdp_cmd(
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
     from costmodel.report.common import emitted_json, number
-    from costmodel.specs.load import load_run
+    from costmodel.specs.load import load_run, profile_name
 
     frame, spec, rec = load_run(model, recipe, framework)
-    if symbolic and not frame.exact:
+    if symbolic and frame is not None:
         raise CostModelError("--symbolic solves the exact accounting; drop --framework")
     limit_bytes, source = _limit(limit, hardware)
-    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, None if frame.exact else frame)
+    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame)
     sym = _fsdp_symbolic(spec, rec, layout, answer) if symbolic else None
-    payload = {"model": spec.name, "recipe": rec.name, "framework": frame.name, "method": (
+    payload = {"model": spec.name, "recipe": rec.name, "framework": profile_name(frame), "method": (
                "bisection on the framework's peak" if answer.searched else "a + b/N"),
                "n_fsdp": answer.n_fsdp, "threshold": answer.threshold,
                "limit_bytes": number(limit_bytes), "limit_source": source,
@@ -87,7 +87,7 @@ def solve_fsdp_cmd(
     if sym:
         typer.echo(f"M(N) = {sym['memory']}\nM(N) < M_max  <=>  N > {sym['n_bound']}\n")
     if answer.searched:
-        typer.echo(f"{spec.name}, recipe {rec.name}, framework {frame.name}: the heaviest stage's reserved peak "
+        typer.echo(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: the heaviest stage's reserved peak "
                    f"+ {frame.outside_allocator_bytes:,.0f} B outside the allocator is "
                    f"{answer.replicated_bytes + answer.sharded_bytes:,.0f} B at N = {answer.n_fsdp} "
                    f"(limit {limit_bytes:,.0f} B, {source}); "
@@ -144,24 +144,24 @@ def solve_ep_cmd(
     """
     from costmodel.report.common import emitted_json, number
     from costmodel.solve.ep import solve_ep
-    from costmodel.specs.load import load_run
+    from costmodel.specs.load import load_run, profile_name
     from costmodel.units import format_bytes
 
     frame, spec, rec = load_run(model, recipe, framework)
     limit_bytes, source = _limit(limit, hardware)
-    answer = solve_ep(spec, rec, layout, limit_bytes, None if frame.exact else frame)
+    answer = solve_ep(spec, rec, layout, limit_bytes, frame)
     if answer.ep is None:
         top = max(answer.tried)
         raise CostModelError(f"no expert-parallel degree fits {source} ({format_bytes(limit_bytes)}): the largest "
                              f"this layout admits, --ep {top}, still needs {format_bytes(answer.need_bytes)}")
-    payload = {"model": spec.name, "recipe": rec.name, "framework": frame.name, "ep": answer.ep,
+    payload = {"model": spec.name, "recipe": rec.name, "framework": profile_name(frame), "ep": answer.ep,
                "need_bytes": number(answer.need_bytes), "limit_bytes": number(limit_bytes), "limit_source": source,
                "tried": {str(e): number(b) for e, b in answer.tried.items()}}
     if emitted_json(payload, None, as_json):
         return
     for e, need in answer.tried.items():
         typer.echo(f"--ep {e}: {format_bytes(need)}" + ("  fits" if e == answer.ep else ""))
-    typer.echo(f"{spec.name}, recipe {rec.name}, framework {frame.name}: limit {format_bytes(limit_bytes)} ({source})"
+    typer.echo(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: limit {format_bytes(limit_bytes)} ({source})"
                f"  ->  EP = {answer.ep}")
 
 

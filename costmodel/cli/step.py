@@ -74,7 +74,7 @@ def step_cost(model: str, hardware: str, recipe, framework: str, layout, **optio
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")
     if device.step_model is None:
         raise CostModelError(f"{device.name} has no step_model section (matmul efficiency, achieved HBM bandwidth)")
-    return evaluate_layout(spec, rec, layout, device, framework=None if frame.exact else frame, **options), device
+    return evaluate_layout(spec, rec, layout, device, framework=frame, **options), device
 
 
 def register(app) -> None:

@@ -46,6 +46,7 @@ def _unquoted(text: str, texts):
     ``texts``, and those whose cells do not match the header's (to be refused)."""
     lines = text.splitlines()
     commas = lines[0].count(",") if lines else 0
-    kept = [(line, row) for line, row in enumerate(lines[1:], 2)
-            if row and (row.count(",") != commas or all(t in row for t in texts))]
+    kept = [(line, row) for line, row in enumerate(lines[1:], 2) if row]
+    for wanted in texts:  # one pass per text: `in` on each line, no generator per line
+        kept = [(line, row) for line, row in kept if wanted in row or row.count(",") != commas]
     return iter([(1, lines[0].split(",") if lines else [])] + [(line, row.split(",")) for line, row in kept])

@@ -6,6 +6,7 @@ from costmodel.cost.memory import OVERHEADS, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
+from costmodel.specs.load import profile_name
 from costmodel.units import UnitSystem, format_bytes
 
 COMPONENT_LABELS = {
@@ -66,7 +67,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
         "expert_params_per_device": top.stage.expert_params,
         "components": {k: number(v) for k, v in top.components.items()},
         "total_bytes": number(top.total_bytes),
-        "framework": cost.framework.name if cost.framework is not None else "exact",
+        "framework": profile_name(cost.framework),
         "overheads": {k: {"bytes": number(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
                       for k, v in top.overheads.items() if v},
         "peak_bytes": number(top.peak_bytes), "reserved_bytes": number(top.reserved_bytes),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from costmodel.record import asdict
 
 from costmodel.report.common import emit_json, number
+from costmodel.specs.load import profile_name
 
 
 def emit(out: str, kind: str, summary: str, data: dict) -> None:
@@ -22,7 +23,7 @@ def pipeline(ops, stages: int, schedule: str, microbatches: int, chunks: int, bu
 def stage_memory(cost) -> dict:
     """Each stage's components and framework terms (bytes), as the stacked bars show them."""
     return {"model": cost.shape.name, "recipe": cost.recipe.name,
-            "framework": cost.framework.name if cost.framework is not None else "exact",
+            "framework": profile_name(cost.framework),
             "stages": [{"stage": s.stage.role.index, "layers": s.stage.layers,
                         "components": {k: number(v) for k, v in s.components.items()},
                         "overheads": {k: number(v) for k, v in s.overheads.items() if v},

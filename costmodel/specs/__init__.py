@@ -1,1 +1,6 @@
 """Specs: model, hardware, training recipe and parallel layout (pydantic, frozen, extra='forbid')."""
+
+#: the framework profile that adds nothing to the exact accounting (the default): commands load no
+#: profile for it (costmodel.specs.load.load_run gives None)
+EXACT = "exact"
+

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from costmodel.specs import EXACT
 from costmodel.specs.base import Name, Spec, Text
 
 MiB = 2**20
@@ -122,7 +123,7 @@ class Framework(Spec):
 
     @property
     def exact(self) -> bool:
-        return self.name == "exact"
+        return self.name == EXACT
 
 
 _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the Ultra-Scale Playbook's bench branch)"
@@ -136,7 +137,7 @@ _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in [
-        Framework.builtin(name="exact", description="the exact accounting: state and saved tensors, nothing else "
+        Framework.builtin(name=EXACT, description="the exact accounting: state and saved tensors, nothing else "
                   "(what PyTorch's saved_tensors_hooks and the homework problems see)"),
         Framework.builtin(
             name="nanotron",
@@ -214,4 +215,3 @@ FRAMEWORKS: dict[str, Framework] = {
     ]
 }
 
-DEFAULT_FRAMEWORK = "exact"

@@ -12,6 +12,7 @@ from pathlib import Path
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import NAME
 from costmodel.inputs.files import read_document, shown
+from costmodel.specs import EXACT
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -238,7 +239,22 @@ def load_framework(name: str):
     return _named_or_file("framework", name, Framework, FRAMEWORKS)
 
 
+def framework_profile(framework):
+    """The profile a name, file or Framework gives, or None for the exact accounting (which adds no terms;
+    its profile is not even loaded: start-up)."""
+    if framework is None or framework == EXACT:
+        return None
+    frame = load_framework(framework) if isinstance(framework, str) else framework
+    return None if frame.exact else frame
+
+
+def profile_name(frame) -> str:
+    """The name of a profile :func:`framework_profile` gave (``exact`` for None)."""
+    return EXACT if frame is None else frame.name
+
+
 def load_run(model: str, recipe: str | None, framework: str):
-    """(framework profile, model, recipe) of a command: the recipe given, else the framework's, else cs336."""
-    frame = load_framework(framework)
-    return frame, load_model(model), load_recipe(recipe or frame.recipe or "cs336")
+    """(framework profile, None for the exact accounting; model; recipe) of a command: the recipe given,
+    else the framework's, else cs336."""
+    frame = framework_profile(framework)
+    return frame, load_model(model), load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
