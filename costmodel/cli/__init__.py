@@ -7,6 +7,7 @@ declared once in options.py and layout.py. A command's module is imported only w
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import MutableMapping
 
@@ -26,11 +27,10 @@ COMMANDS = {
 
 
 @functools.cache
-def _load(module: str) -> dict:
-    """The click commands ``costmodel.cli.<module>`` registers, each with --plain added (built once)."""
+def _holder(module: str) -> typer.Typer:
+    """The commands ``costmodel.cli.<module>`` registers, on a Typer of their own, each with --plain added
+    (registered, not yet built: typer builds a command's options from its signature, ~1 ms a command)."""
     import importlib
-
-    import typer.main
 
     from costmodel.cli.layout import with_plain
 
@@ -46,25 +46,57 @@ def _load(module: str) -> dict:
             if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # add_typer's default (a placeholder)
                 group.cls = Group
         apps += [group.typer_instance for group in instance.registered_groups]
-    return dict(typer.main.get_group(holder).commands)
+    return holder
+
+
+def _builders(holder: typer.Typer, instance: typer.Typer) -> dict:
+    """name -> a function building that command (or sub-group, whose own commands are built as they are
+    asked for too) of ``instance``; ``holder`` carries typer's settings."""
+    import typer.main
+
+    def command(info):
+        return lambda: typer.main.get_command_from_info(info, pretty_exceptions_short=holder.pretty_exceptions_short,
+                                                        rich_markup_mode=holder.rich_markup_mode)
+
+    def group(info):
+        def build():
+            bare, shell = copy.copy(info.typer_instance), copy.copy(info)
+            bare.registered_commands, bare.registered_groups = [], []
+            shell.typer_instance = bare
+            built = typer.main.get_group_from_info(shell, pretty_exceptions_short=holder.pretty_exceptions_short,
+                                                   rich_markup_mode=holder.rich_markup_mode,
+                                                   suggest_commands=holder.suggest_commands)
+            built.commands = _Commands(_builders(holder, info.typer_instance))
+            return built
+        return build
+
+    return {**{info.name or typer.main.get_command_name(info.callback.__name__): command(info)
+               for info in instance.registered_commands},
+            **{info.name: group(info) for info in instance.registered_groups}}
+
+
+def _top_level(name: str):
+    """The `cost4d` command ``name``, its module imported and only that command built."""
+    holder = _holder(COMMANDS[name])
+    return _builders(holder, holder)[name]()
 
 
 class _Commands(MutableMapping):
-    """The top-level commands by name, each built on first use."""
+    """A group's commands by name, each built on first use (help and completion list them all)."""
 
-    def __init__(self):
-        self._built = {}
+    def __init__(self, builders: dict):
+        self._builders, self._built = builders, {}
 
     def __getitem__(self, name: str):
-        if name not in self._built and name in COMMANDS:
-            self._built.update(_load(COMMANDS[name]))
+        if name not in self._built and name in self._builders:
+            self._built[name] = self._builders[name]()
         return self._built[name]
 
     def __iter__(self):
-        return iter(COMMANDS)
+        return iter(self._builders)
 
     def __len__(self) -> int:
-        return len(COMMANDS)
+        return len(self._builders)
 
     def __setitem__(self, name: str, command) -> None:
         self._built[name] = command
@@ -98,7 +130,7 @@ class LazyGroup(_UntypedFlags, TyperGroup):
 
     def __init__(self, **attrs):
         super().__init__(**attrs)
-        self.commands = _Commands()
+        self.commands = _Commands({name: functools.partial(_top_level, name) for name in COMMANDS})
 
 
 app = typer.Typer(
