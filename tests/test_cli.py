@@ -359,3 +359,19 @@ def test_the_other_numeric_commands_import_no_heavy_library(args):
             "sys.stderr.write(repr(sorted(m for m in ('sympy', 'numpy', 'torch', 'matplotlib') if m in sys.modules)))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("catalog, option, load", [
+    ("models", "--model", "load_model"), ("recipes", "--recipe", "load_recipe"),
+    ("frameworks", "--framework", "load_framework"),
+])
+def test_a_catalog_rows_spec_saved_as_a_file_loads_back_as_the_same_spec(catalog, option, load, tmp_path):
+    """`cost4d models|recipes|frameworks --json`: each row's `spec` is what a file holds, so a user can save
+    one, edit it, and pass it back (a derived figure beside the fields would be refused as an unknown one)."""
+    from costmodel.specs import load as loader
+
+    for row in run_json(catalog)[catalog]:
+        path = tmp_path / f"{row['name']}.json"
+        path.write_text(json.dumps(row["spec"]))
+        assert getattr(loader, load)(str(path)) == getattr(loader, load)(row["name"]), (catalog, row["name"])
+    assert runner.invoke(app, ["memory", "--model", "llama3-8b", option, str(path), "--tokens", "8192"]).exit_code == 0

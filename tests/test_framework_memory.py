@@ -484,3 +484,20 @@ def test_a_profile_file_named_in_capitals_is_a_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "Mine.JSON").write_text(json.dumps({"name": "mine", "zero_buffers": True, "reduce_bucket_size": 1}))
     assert load_framework("Mine.JSON").reduce_bucket_size == 1
+
+
+@pytest.mark.parametrize("written, read", [("5e8", 500_000_000), ("500000000", 500_000_000), ("5.5", None),
+                                           ('"5e8"', None), ("true", None)])
+def test_element_counts_take_deepspeeds_float_notation(tmp_path, written, read):
+    """DeepSpeed's configs write reduce_bucket_size = 5e8 (a float to JSON and TOML): a float without a
+    fraction is that whole number; a fraction, a string or a boolean is refused."""
+    from costmodel.errors import CostModelError
+    from costmodel.specs.load import load_framework
+
+    path = tmp_path / "mine.json"
+    path.write_text(f'{{"name": "mine", "zero_buffers": true, "reduce_bucket_size": {written}}}')
+    if read is None:
+        with pytest.raises(CostModelError, match="reduce_bucket_size"):
+            load_framework(str(path))
+    else:
+        assert load_framework(str(path)).reduce_bucket_size == read

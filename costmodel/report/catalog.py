@@ -75,10 +75,11 @@ def features(spec) -> list[str]:
 def recipes(as_json: bool) -> None:
     from costmodel.specs.recipe import RECIPES
 
-    rows = [{**r.model_dump(), "state_bytes_per_param": r.state_bytes_per_param} for r in RECIPES.values()]
-    if as_json:
-        emit_json({"recipes": rows})
+    if as_json:  # each spec as a recipe file holds it (save it, edit it, pass it back with --recipe FILE)
+        emit_json({"recipes": [{"name": r.name, "state_bytes_per_param": r.state_bytes_per_param,
+                                "spec": r.model_dump(mode="json")} for r in RECIPES.values()]})
         return
+    rows = [{**r.model_dump(), "state_bytes_per_param": r.state_bytes_per_param} for r in RECIPES.values()]
     t = table("Precision recipes (--recipe)", "name", ">B/param", "description", "source")
     for r in rows:
         t.add_row(r["name"], str(r["state_bytes_per_param"]), literal(r["description"]), literal(r["source"]))
@@ -88,10 +89,11 @@ def recipes(as_json: bool) -> None:
 def frameworks(as_json: bool) -> None:
     from costmodel.specs.framework import FRAMEWORKS
 
-    rows = [{**f.model_dump(), "outside_allocator_bytes": f.outside_allocator_bytes} for f in FRAMEWORKS.values()]
-    if as_json:
-        emit_json({"frameworks": rows})
+    if as_json:  # each spec as a profile file holds it (save it, edit it, pass it back with --framework FILE)
+        emit_json({"frameworks": [{"name": f.name, "outside_allocator_bytes": f.outside_allocator_bytes,
+                                   "spec": f.model_dump(mode="json")} for f in FRAMEWORKS.values()]})
         return
+    rows = [f.model_dump() for f in FRAMEWORKS.values()]
     t = table("Framework profiles (--framework)", "name", "recipe", "split", "terms", "fitted", "source")
     terms = ("ddp_buckets", "zero1_gather", "zero_buffers", "sp_gather_buffer", "wgrad_cache", "fsdp_buffers",
              "p2p_buffers")

@@ -8,7 +8,7 @@ number), strict types (``"12"`` is not 12). Every count and rate has the sanity 
 from types import UnionType
 from typing import Annotated, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from costmodel.inputs import bounds
 
@@ -57,6 +57,16 @@ def _types(annotation) -> list:
 def count(most: int):
     """A whole number from 1 to ``most``."""
     return Annotated[int, Field(gt=0, le=most)]
+
+
+def elements(least: int):
+    """A count of tensor elements, from ``least`` to 2^40: a whole number, or a float without a fraction
+    (DeepSpeed's configs write ``5e8``, which JSON and TOML read as a float), taken as that whole number."""
+    return Annotated[int, BeforeValidator(_whole_float), Field(ge=least, le=2**40)]
+
+
+def _whole_float(value):
+    return int(value) if type(value) is float and value.is_integer() else value
 
 
 def rate(bound: tuple[float, float]):

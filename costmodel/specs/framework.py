@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from costmodel.specs import EXACT
-from costmodel.specs.base import Name, Spec, Text
+from costmodel.specs.base import Name, Spec, Text, elements
 
 MiB = 2**20
 
@@ -74,17 +74,17 @@ class Framework(Spec):
     zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
                                "output layer's whole gradient, the step's gradient copies and ZeRO-3's gathered "
                                "parameters")
-    reduce_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
+    reduce_bucket_size: elements(0) = Field(
         500_000_000, description="DeepSpeed reduce_bucket_size: elements in the contiguous gradient bucket")
     overlap_comm: bool | None = Field(
         None, description="DeepSpeed overlap_comm (two gradient buckets at stages 1-2); None: its default, on at "
         "stage 3 only")
-    prefetch_bucket_size: Annotated[int, Field(ge=0, le=2**40)] = Field(
+    prefetch_bucket_size: elements(0) = Field(
         50_000_000, description="DeepSpeed stage3_prefetch_bucket_size: parameters gathered ahead, elements")
-    sub_group_size: Annotated[int, Field(ge=1, le=2**40)] = Field(
+    sub_group_size: elements(1) = Field(
         1_000_000_000, description="DeepSpeed sub_group_size: elements ZeRO-3's step casts to fp32 at a time (plus one "
         "parameter)")
-    max_live_parameters: Annotated[int, Field(ge=0, le=2**40)] = Field(
+    max_live_parameters: elements(0) = Field(
         1_000_000_000, description="DeepSpeed stage3_max_live_parameters: gathered parameters at most, elements")
     optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
         "fused", description="how the optimizer steps: foreach keeps one parameter-sized temporary")
