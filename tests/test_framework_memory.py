@@ -432,6 +432,19 @@ def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
     assert need(answer.n_fsdp) < limit <= need(answer.n_fsdp - 1)
 
 
+@pytest.mark.parametrize("tokens, limit_gb", [(4096, 85.52), (512, 85.52), (512, 300)])
+def test_solve_fsdp_with_a_framework_and_experts_searches_multiples_of_ep(tokens, limit_gb):
+    """With --ep 8 the searched N is a multiple of 8 (below 8 the experts are not sharded, and ep must divide
+    the data axis): the smallest such N that fits, and N - 8 does not (or N is 8 itself)."""
+    from costmodel.solve.fsdp import memory_at, solve_fsdp
+
+    model, layout, limit = load_model("mixtral-8x7b"), Layout(fsdp=8, ep=8, tokens=tokens), limit_gb * 1e9
+    answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
+    assert answer.searched and answer.n_fsdp % 8 == 0
+    assert memory_at(model, MEGATRON, layout, answer.n_fsdp, NANOTRON) < limit
+    assert answer.n_fsdp == 8 or memory_at(model, MEGATRON, layout, answer.n_fsdp - 8, NANOTRON) >= limit
+
+
 # ---- KV heads replicated under wide TP ---------------------------------------------------------
 
 def test_replicated_kv_heads_per_rank():

@@ -27,6 +27,7 @@ class FsdpAnswer:
     limit_bytes: float
     max_tokens: int | None  # with no N fitting: the most tokens for which some N does
     searched: bool = False  # True: a framework's peak (a max over phases), found by search, not a + b/N
+    most: int | None = None  # searched: the largest N tried (as many as the device bound leaves)
 
 
 def regime_layout(layout: Layout) -> Layout:
@@ -87,23 +88,27 @@ def memory_at(model, recipe: Recipe, layout: Layout, n: int, framework=None) -> 
 
 
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
-    """Bisection on N from 2 to as many as the device bound leaves (the framework's peak is non-increasing in N)."""
+    """Bisection on N from 2 to as many as the device bound leaves (the framework's peak is non-increasing in N),
+    over the N the expert axis admits: with EP e, multiples of e (as :func:`_admissible_above`)."""
     from costmodel.inputs.bounds import DEVICES
 
-    others = layout.dp * layout.tp * layout.pp * layout.cp
-    top = max(2, DEVICES // others)
+    step = layout.ep  # N = k e
+    top = max(2, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp) // step)  # in steps of e
 
-    def need(n: int) -> float:
-        return memory_at(model, recipe, layout, n, framework)
+    def need(k: int) -> float:
+        return memory_at(model, recipe, layout, k * step, framework)
 
     floor = need(top)
     if floor >= limit_bytes:
-        return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True)
-    low, high = 1, top  # need(high) < limit; low: no N at or below it fits
+        return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True, most=top * step)
+    low, high = 1 if step > 1 else 0, top  # need(high) < limit; no N at or below low * e fits (N = e may)
     while high - low > 1:
         mid = (low + high) // 2
-        if mid >= 2 and need(mid) < limit_bytes:
+        if mid * step >= 2 and need(mid) < limit_bytes:
             high = mid
         else:
             low = mid
-    return FsdpAnswer(high, float(high - 1), floor, need(high) - floor, limit_bytes, None, searched=True)
+    if step > 1 and low == 1 and need(1) < limit_bytes:
+        high = 1
+    return FsdpAnswer(high * step, float(high * step - 1), floor, need(high) - floor, limit_bytes, None,
+                      searched=True, most=top * step)
