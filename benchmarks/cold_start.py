@@ -1,7 +1,7 @@
 """Cold-process wall time of CLI commands (each run is a fresh interpreter), and the numeric commands'
 ratio to a one-command typer app with as many options (issue 14: target <= 1.2).
 
-Usage: python benchmarks/cold_start.py [--runs 21] [--only-ratios] [--checkout DIR]
+Usage: python benchmarks/cold_start.py [--runs 21] [--only-ratios] [--checkout DIR] [--instructions]
 (--checkout times `python -m costmodel` from another copy of the source, e.g. `git archive HEAD` unpacked,
 for a before/after comparison; by default the installed `cost4d` script is timed.)
 Prints the median and spread per command, and which heavy modules the numeric path imported; the ratios by
@@ -9,7 +9,9 @@ median wall time, by median CPU time (user + system, which a loaded machine dist
 fastest run of each (noise only ever adds time, so the minima are the steadiest figure on a shared machine).
 Bytecode is cached (in a temporary folder, as after `pip install`) and one untimed run precedes the
 timed ones; the command and its baseline take turns, so a noisy neighbour slows both alike.
-Machines are shared and noisy: report the median, never assert on it in tests.
+Machines are shared and noisy: report the median, never assert on it in tests. --instructions counts the
+instructions each command and its baseline execute under valgrind (callgrind, ~15 s a run): the same count on
+any load, so the steadiest ratio there is (instructions are not time: a cache miss or a system call weighs more).
 """
 
 from __future__ import annotations
@@ -101,6 +103,13 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def instructions(argv: list[str], env: dict) -> int:
+    """Instructions one run executes, counted by valgrind's callgrind (deterministic: neighbours do not move it)."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+                          capture_output=True, text=True, env=env, cwd=env["PWD"], check=True)
+    return int(next(line for line in done.stderr.splitlines() if "Collected" in line).split()[-1])
+
+
 def heavy_imports(args: list[str], env: dict) -> str:
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, cwd=env["PWD"])
     line = [x for x in done.stderr.splitlines() if x.startswith("HEAVY=")]
@@ -112,6 +121,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--only-ratios", action="store_true", help="Time the four numeric commands only.")
     parser.add_argument("--checkout", type=Path, help="Time `python -m costmodel` with this folder on PYTHONPATH.")
+    parser.add_argument("--instructions", action="store_true",
+                        help="Also count instructions under valgrind (needs valgrind; ~15 s a run).")
     opts = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="cost4d-pycache-")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -127,7 +138,8 @@ def main() -> None:
     env["PWD"] = str(folder)  # run there: `python -m costmodel` must not find the checkout it is started from
     try:
         print(f"{'numeric command':<14} {'options':>7} {'cost4d s':>9} {'typer app s':>11} {'ratio':>6} "
-              f"{'cpu ratio':>9} {'min ratio':>9}  heavy imports")
+              f"{'cpu ratio':>9} {'min ratio':>9}" + (f" {'instr ratio':>11}" if opts.instructions else "")
+              + "  heavy imports")
         for name, args in NUMERIC.items():
             n = option_count(args)
             app = folder / f"baseline_{n}.py"
@@ -140,7 +152,8 @@ def main() -> None:
                 t_base.append(timed(base, env))
             (a, a_cpu), (b, b_cpu) = ([statistics.median(x) for x in zip(*t)] for t in (t_ours, t_base))
             fastest = min(w for w, _ in t_ours) / min(w for w, _ in t_base)  # noise only ever adds time
-            print(f"{name:<14} {n:>7} {a:9.3f} {b:11.3f} {a / b:6.2f} {a_cpu / b_cpu:9.2f} {fastest:9.2f}  "
+            counted = f" {instructions(ours, env) / instructions(base, env):11.3f}" if opts.instructions else ""
+            print(f"{name:<14} {n:>7} {a:9.3f} {b:11.3f} {a / b:6.2f} {a_cpu / b_cpu:9.2f} {fastest:9.2f}{counted}  "
                   f"{heavy_imports(args, env)}")
         if opts.only_ratios:
             return
