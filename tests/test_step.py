@@ -213,3 +213,19 @@ def test_readme_device_step_model_figures_are_the_specs():
     assert f"matmul at {eff['tpu-v5e']:.1%} on v5e" in readme
     assert f"{632 / 667:.3f}" == f"{eff['trn2']:.3f}" and "632 of the chip's 667" in readme
     assert all(load_hardware(n).step_model.matmul_efficiency == eff["tpu-v5e"] for n in ("tpu-v4", "tpu-v5p", "tpu-v6e"))
+
+
+@pytest.mark.parametrize("framework", ["exact", "nanotron"])
+def test_step_json_says_whether_it_fits_as_memory_does(framework):
+    """`step --json` carries the memory verdict its text prints: the same need, capacity and verdict as
+    `memory --hardware --json` for the same flags."""
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+
+    flags = ["--model", "llama3-70b", "--hardware", "h100-sxm", "--tp", "8", "--pp", "4", "--sp", "--fsdp", "8",
+             "--tokens", "8192", "--microbatches", "16", "--recompute", "selective", "--framework", framework, "--json"]
+    step, memory = (json.loads(CliRunner().invoke(app, [command, *flags]).stdout) for command in ("step", "memory"))
+    fits = memory["fits"]
+    assert (step["memory_bytes"], step["memory_capacity_bytes"], step["memory_verdict"], step["peak_phase"]) == (
+        fits["needed_bytes"], fits["capacity_bytes"], fits["verdict"], memory["peak_phase"])

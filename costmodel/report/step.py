@@ -41,7 +41,19 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "breakdown": b.parts, "critical_path": b.critical_parts,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
             "step_model_source": hardware.step_model.source,
-            "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"]}
+            "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
+            **_memory(cost, hardware)}
+
+
+def _memory(cost, hardware) -> dict:
+    """Whether the layout fits the device, as `cost4d memory --hardware` judges it (the time of a layout that
+    does not fit is no answer): what the busiest device needs, what it has, the verdict, the phase that peaks."""
+    from costmodel.cost.capacity import capacity_bytes
+    from costmodel.report.memory import needed, verdict
+
+    capacity = capacity_bytes(hardware)
+    return {"memory_bytes": needed(cost), "memory_capacity_bytes": capacity,
+            "memory_verdict": verdict(cost, capacity), "peak_phase": cost.heaviest.peak_phase}
 
 
 def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
@@ -115,12 +127,10 @@ def _s(seconds: float) -> str:
 
 
 def _memory_line(out, cost, hardware) -> None:
-    """Whether the layout fits the device, as `cost4d memory --hardware` judges it: the time of a layout that
-    does not fit is no answer."""
-    from costmodel.cost.capacity import capacity_bytes
-    from costmodel.report.memory import VERDICTS, needed, verdict
+    """The memory verdict (:func:`_memory`) as one line."""
+    from costmodel.report.memory import VERDICTS
 
-    capacity, need = capacity_bytes(hardware), needed(cost)
-    judged = VERDICTS[verdict(cost, capacity)]
+    memory = _memory(cost, hardware)
+    need, capacity, judged = memory["memory_bytes"], memory["memory_capacity_bytes"], VERDICTS[memory["memory_verdict"]]
     out.print(f"Memory: {need / 1e9:,.2f} GB per device of {literal(hardware.name)}'s {capacity / 1e9:,.2f} GB: "
               f"{judged} (`cost4d memory` with the same flags itemises it)")
