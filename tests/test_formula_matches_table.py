@@ -221,14 +221,15 @@ def test_readme_p4de_simple_only_figures():
 
 @pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")
 def test_readme_nvls_tree_figures():
-    """README: on the 2 x 8 p5 log NVLS-tree's rows (64 MiB-16 GiB) err by a median 4.6%, from -7% to +6%."""
+    """README: on the 2 x 8 p5 log NVLS-tree's rows (32 MiB-16 GiB: NCCL 2.20.3 picks it from 32 MiB) err by a
+    median 5.0%, from -7% to +6%."""
     import statistics
 
     out = run_json("validate", str(OTHER / "aws-p5-2node-allreduce.out"), "--hardware", "aws-p5", "--nodes", "2",
                    "--gpus-per-node", "8")
     errors = [r["error_pct"] for r in out["rows"] if r["assumed_algorithm"] == "nvls_tree"]
-    assert len(errors) == 9 and min(r["bytes"] for r in out["rows"] if r["assumed_algorithm"] == "nvls_tree") == 2**26
-    assert (round(statistics.median(map(abs, errors)), 1), round(min(errors)), round(max(errors))) == (4.6, -7, 6)
+    assert len(errors) == 10 and min(r["bytes"] for r in out["rows"] if r["assumed_algorithm"] == "nvls_tree") == 2**25
+    assert (round(statistics.median(map(abs, errors)), 1), round(min(errors)), round(max(errors))) == (5.0, -7, 6)
 
 
 def _without_fill(row, preset) -> float:
@@ -263,6 +264,6 @@ def test_readme_nvls_fill_before_and_after():
     assert (round(min(before)), round(max(before)), round(min(after)), round(max(after))) == (-33, -15, -9, 15)
     p5 = run_json("validate", str(OTHER / "aws-p5-2node-allreduce.out"), "--hardware", "aws-p5", "--nodes", "2",
                   "--gpus-per-node", "8")
-    before, after = errors(p5, "aws-p5", 0, 2**60)
+    before, after = errors(p5, "aws-p5", 2**26, 2**60)  # 64 MiB on: where 2.26.2 picks NVLS-tree too
     assert (round(min(before)), round(max(before)), round(statistics.median(map(abs, before)), 1)) == (-26, -2, 9.1)
     assert (round(min(after)), round(max(after)), round(statistics.median(map(abs, after)), 1)) == (-7, 6, 4.6)

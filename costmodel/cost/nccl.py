@@ -19,6 +19,7 @@ from costmodel.record import record, field, replace
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_nvls as nvls
 from costmodel.formulas import nccl_topologies as nx
+from costmodel.formulas import nccl_versions as nv
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.mathops import above_one, family, maximum, where
 
@@ -59,20 +60,21 @@ def as_nccl_sees(preset: str, fast, slow):
             slow.model_copy(update={"bandwidth_bytes_per_s": out * 1e9, "efficiency": None}))
 
 
-def topology(preset: str, nodes: int, per_node: int) -> nt.Topology:
+def topology(preset: str, nodes: int, per_node: int, version: tuple = nv.TRANSCRIBED) -> nt.Topology:
     """The communicator NCCL builds for ``nodes`` x ``per_node`` GPUs of a preset system. The search
     was derived for 8 GPUs per node; a group with fewer GPUs per node keeps the channels and gets
     per_node/8 of the per-node network bandwidth (each GPU brings its own NIC) (an estimate). The
     multi-node graph's intra-node bandwidth, which the tuner uses on two nodes (its search found it on
-    rings through the NICs), is scaled alike: one GPU per node must not get the whole node's network."""
+    rings through the NICs), is scaled alike: one GPU per node must not get the whole node's network.
+    ``version``: the NCCL release whose tuner decides (formulas/nccl_versions.py)."""
     one, many = PRESETS[preset]
     if nodes == 1:
-        return replace(one, n_ranks=per_node, max_local_ranks=per_node)
+        return replace(one, n_ranks=per_node, max_local_ranks=per_node, version=version)
     share = min(1.0, per_node / 8)
     scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share,
                             bw_intra_gbs=getattr(many, name).bw_intra_gbs * share)
               for name in ("ring", "tree", "nvls")}
-    return replace(many, n_nodes=nodes, n_ranks=nodes * per_node, max_local_ranks=per_node, **scaled)
+    return replace(many, n_nodes=nodes, n_ranks=nodes * per_node, max_local_ranks=per_node, version=version, **scaled)
 
 
 def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
@@ -80,6 +82,14 @@ def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
     if algorithm == "auto":
         return topo
     return replace(topo, algorithms_env=frozenset({ALGORITHM_NAMES.get(algorithm, algorithm)}))
+
+
+def timing(topo: nt.Topology, hop_us: float | None) -> nt.Topology:
+    """The topology the chosen algorithm's time is read from: the newest tuner's costs (a later release
+    re-estimated what the same algorithm takes: tree Simple's 28 us a hop became 4, a ring all-reduce's
+    2 N network steps 2 (N - 1); formulas/nccl_versions.py) and the measured network hop. The release the
+    system runs picks the algorithm; its old estimates steered the pick, they did not time the kernel."""
+    return with_hop(replace(topo, version=nv.TRANSCRIBED) if topo.version != nv.TRANSCRIBED else topo, hop_us)
 
 
 def with_hop(topo: nt.Topology, hop_us: float | None) -> nt.Topology:
@@ -92,30 +102,30 @@ def with_hop(topo: nt.Topology, hop_us: float | None) -> nt.Topology:
 
 
 def choice(preset: str, op: str, buffer_bytes: float, nodes: int, per_node: int, algorithm: str = "auto",
-           hop_us: float | None = None):
-    """(algorithm, protocol, seconds) NCCL's tuner picks for one buffer (one rank: free); with a measured
-    network ``hop_us``, the pick timed with it."""
-    return _choice(preset, op, int(buffer_bytes), int(nodes), int(per_node), algorithm, hop_us)
+           hop_us: float | None = None, version: tuple = nv.TRANSCRIBED):
+    """(algorithm, protocol, seconds) NCCL's tuner (of release ``version``) picks for one buffer (one rank:
+    free), timed as :func:`timing` says (with a measured network ``hop_us``)."""
+    return _choice(preset, op, int(buffer_bytes), int(nodes), int(per_node), algorithm, hop_us, version)
 
 
 @functools.lru_cache(maxsize=65536)  # a long log asks for the same few sizes and groups again and again
-def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, algorithm: str, hop_us):
+def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, algorithm: str, hop_us, version):
     if nodes * per_node <= 1:
         return "none", "none", 0.0
-    topo = restricted(topology(preset, nodes, per_node), algorithm)
+    topo = restricted(topology(preset, nodes, per_node, version), algorithm)
     try:  # without NCCL's one-hour sentinel, so huge buffers price like the array path
         algo, proto, seconds = nt.choose(TUNED[op], buffer_bytes, topo, cap_us=math.inf)
     except ValueError:
         raise CostModelError(f"NCCL has no {algorithm} algorithm for {op} on {nodes} x {per_node} GPUs "
                              "(its tuner disables it there)") from None
-    if hop_us is not None and nodes > 1:
-        seconds = 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes,
-                                         topo=with_hop(topo, hop_us))
+    timed = timing(topo, hop_us if nodes > 1 else None)
+    if timed is not topo:
+        seconds = 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes, topo=timed)
     heads = nvls_heads(TUNED[op], algo, topo)
     if heads:
         seconds += 1e-6 * nvls.fill_us(buffer_bytes, heads=heads, max_channels=topo.nvls_channels, nodes=nodes,
                                        bandwidth_gbs=nt.tuned_bandwidth_gbs(coll=TUNED[op], algo=algo, proto=proto,
-                                                                            topo=topo))
+                                                                            topo=timed))
     return algo, proto, seconds
 
 
@@ -127,13 +137,14 @@ def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
     return topo.max_local_ranks if nvls_here and coll == "all_reduce" else 0
 
 
-def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None) -> list[tuple]:
-    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, NVLS heads or 0,
-    NVLS channels, nodes) of every (algorithm, protocol) the tuner would consider: NCCL's estimate = latency (x 1.4 past the
-    plateau) + S / (1000 B x correction) picks one; the timed latency (a measured network hop) replaces
-    the latency in its time, and NVLS heads add the pipeline fill."""
-    topo = restricted(topology(preset, nodes, per_node), algorithm)
-    timed = with_hop(topo, hop_us)
+def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None,
+               version: tuple = nv.TRANSCRIBED) -> list[tuple]:
+    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, timed bandwidth GB/s,
+    NVLS heads or 0, NVLS channels, nodes) of every (algorithm, protocol) the tuner would consider: NCCL's
+    estimate = latency (x 1.4 past the plateau) + S / (1000 B x correction) picks one; its time takes the
+    timed latency and bandwidth (:func:`timing`), and NVLS heads add the pipeline fill."""
+    topo = restricted(topology(preset, nodes, per_node, version), algorithm)
+    timed = timing(topo, hop_us)
     coll, out = TUNED[op], []
     for algo in nt.ALGORITHMS:
         if not nt.is_candidate(coll=coll, algo=algo, topo=topo):
@@ -146,16 +157,18 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
                             proto if algo == "tree" and coll == "all_reduce" else None,
                             64 * topo.coll_channels * topo.n_ranks if plateau else 0,
                             nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
+                            nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=timed) or bandwidth,
                             nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes))
     return out
 
 
 def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto", memo: dict | None = None) -> "TunedCost":
-    """NCCL's tuner for ``op`` on a spec's system: its topology preset, launch floor and measured hop
-    (``memo``: the placement's, :attr:`TunedCost.memo`)."""
+    """NCCL's tuner for ``op`` on a spec's system: its topology preset, NCCL release, launch floor and
+    measured hop (``memo``: the placement's, :attr:`TunedCost.memo`)."""
     spec = hardware.nccl
     hop = None if spec.network_latency_s is None else spec.network_latency_s * 1e6
-    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo)
+    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo,
+                     version=nv.parse(spec.version))
 
 
 @record
@@ -171,6 +184,7 @@ class TunedCost:
     offset: float = 0.0  # a calibration of model nccl: t = offset + scale x the tuner's time
     scale: float = 1.0
     hop_us: float | None = None  # a measured network hop, where it differs from the declared one
+    version: tuple = nv.TRANSCRIBED  # the NCCL release whose tuner decides
     #: arrays: what pricing indexes once per group for every op on it (placement.Placement.memo: its distinct
     #: group shapes, each buffer's distinct sizes among them); None: this cost's own
     memo: dict | None = field(default=None, compare=False, repr=False)
@@ -179,14 +193,14 @@ class TunedCost:
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
             tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm,
-                           self.hop_us)[2]
+                           self.hop_us, self.version)[2]
             return self.offset + self.scale * max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
         if kind == "numpy":
             from costmodel.cost.nccl_arrays import array_seconds  # imported here: the numbers path never loads it
 
             return array_seconds(self, buffer_bytes)
         tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node,
-                             self.hop_us)
+                             self.hop_us, self.version)
         tuned = maximum(tuned, self.launch) if self.launch else tuned
         return self.offset + self.scale * tuned if (self.offset, self.scale) != (0.0, 1.0) else tuned
 
@@ -208,28 +222,30 @@ class Calibrated:
         return where(above_one(self.ranks), where(self.domains > 1, across, inside), 0.0)
 
 
-def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node, hop_us=None):
+def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node, hop_us=None,
+                 version: tuple = nv.TRANSCRIBED):
     """t_NCCL_<op>(S, N, g): an opaque function of letters that becomes the tuner's number once they are
     numbers (substitution), or its array once they are arrays (lambdify)."""
-    return _function(preset, op, algorithm, hop_us)(buffer_bytes, nodes, per_node)
+    return _function(preset, op, algorithm, hop_us, version)(buffer_bytes, nodes, per_node)
 
 
 _FUNCTIONS: dict = {}
 
 
-def _function(preset: str, op: str, algorithm: str, hop_us=None):
-    """One sympy Function class per (preset, op, algorithm, hop), made once (sympy compares by class)."""
-    key = (preset, op, algorithm, hop_us)
+def _function(preset: str, op: str, algorithm: str, hop_us=None, version: tuple = nv.TRANSCRIBED):
+    """One sympy Function class per (preset, op, algorithm, hop, release), made once (sympy compares by class)."""
+    key = (preset, op, algorithm, hop_us, version)
     if key not in _FUNCTIONS:
         import sympy
 
         def evaluate(cls, size, n, g):
             if all(arg.is_number for arg in (size, n, g)):
-                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm, hop_us)[2])
+                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm, hop_us, version)[2])
             return None
 
         name = f"t_NCCL_{op.replace('-', '_')}" + ("" if algorithm == "auto" else f"_{algorithm}")
         _FUNCTIONS[key] = type(name, (sympy.Function,), {
             "eval": classmethod(evaluate),
-            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm, hop_us=hop_us).seconds(size))})
+            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm, hop_us=hop_us,
+                                                               version=version).seconds(size))})
     return _FUNCTIONS[key]

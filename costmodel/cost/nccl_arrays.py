@@ -15,6 +15,7 @@ import functools
 from costmodel.cost.nccl import TunedCost, candidates
 from costmodel.formulas import nccl_nvls as nvls
 from costmodel.formulas import nccl_tuner as nt
+from costmodel.formulas import nccl_versions as nv
 
 
 def array_seconds(cost: TunedCost, buffer_bytes):
@@ -25,8 +26,10 @@ def array_seconds(cost: TunedCost, buffer_bytes):
 
     shape = np.broadcast_shapes(np.shape(buffer_bytes), np.shape(cost.nodes), np.shape(cost.per_node))
     groups, group, s, back = _combos(cost, buffer_bytes, shape)
-    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us)
-    latency, bandwidth, tree, plateau, timed, heads, channels, nodes = (column[:, group] for column in table)  # K x distinct (group, size)
+    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us,
+                   cost.version)
+    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes = (
+        column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
     bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
@@ -35,11 +38,11 @@ def array_seconds(cost: TunedCost, buffer_bytes):
     transfer = s / (1000 * bandwidth * correction)
     pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
     picked = (pick, np.arange(pick.size))  # its slot in each column
-    chosen = (np.where(past, timed * 1.4, timed) + transfer)[picked]
+    chosen = (np.where(past, timed * 1.4, timed) + s / (1000 * timed_bandwidth * correction))[picked]
     picked_heads = heads[picked]
     if picked_heads.any():
         fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(channels[picked], 1),
-                            bandwidth_gbs=bandwidth[picked], nodes=nodes[picked])
+                            bandwidth_gbs=timed_bandwidth[picked], nodes=nodes[picked])
         chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
     free = np.array([one for _, _, one in groups], dtype=bool)[group]
     priced = np.where(free, 0.0, cost.offset + cost.scale * np.maximum(chosen * 1e-6, cost.launch))
@@ -109,22 +112,26 @@ def distinct(values):
 
 
 @functools.lru_cache(maxsize=256)
-def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None) -> tuple:
-    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, NVLS heads, NVLS channels, nodes), each
+def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, version: tuple = nv.TRANSCRIBED) -> tuple:
+    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, timed bandwidth, NVLS heads, NVLS
+    channels, nodes), each
     K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
     is 'no correction'."""
     import numpy as np
 
-    found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None) if n * g > 1 else []
+    found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None, version) if n * g > 1
+             else []
              for n, g in pairs]
     k = max(1, max(len(c) for c in found))
     latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
     tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
         (k, len(pairs)), np.inf)
+    timed_bandwidth = np.ones((k, len(pairs)))
     heads, channels, nodes = (np.zeros((k, len(pairs)), dtype=int) for _ in range(3))
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat, lat_timed, head_count, channel_count, node_count) in enumerate(rows):
+        for i, (lat, bw, tree_proto, plat, lat_timed, bw_timed, head_count, channel_count, node_count) in enumerate(rows):
             latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
+            timed_bandwidth[i, j] = bw_timed
             heads[i, j], channels[i, j], nodes[i, j] = head_count, channel_count, node_count
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau, timed, heads, channels, nodes
+    return latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes

@@ -15,11 +15,13 @@ which could only flip a choice at an exact tie).
 Send/recv and all-to-all are not in this model: NCCL runs them as p2p work on p2p channels with no
 cost table (formulas/nccl_p2p.py transcribes how it splits and which protocol it takes).
 
-Line numbers cite ``git show v2.26.2-1:<file>`` of github.com/NVIDIA/nccl.
+Line numbers cite ``git show v2.26.2-1:<file>`` of github.com/NVIDIA/nccl. A topology's ``version`` (a release
+from 2.19 on) applies the older releases' rules where they differ (formulas/nccl_versions.py).
 """
 
 from __future__ import annotations
 
+from costmodel.formulas import nccl_versions as nv
 from costmodel.record import record
 
 NCCL_VERSION = "2.26.2-1"
@@ -123,6 +125,7 @@ class Topology:
     pat_enable_param: int = 2  # NCCL_PAT_ENABLE
     algorithms_env: frozenset | None = None  # NCCL_ALGO as a set of names (no per-function prefixes)
     protocols_env: frozenset | None = None  # NCCL_PROTO likewise; listing LL128 forces it on
+    version: tuple = nv.TRANSCRIBED  # the NCCL release, (major, minor, patch): older ones differ (nccl_versions)
 
     def graph(self, algo: str) -> Graph:
         """graphs[] = {tree, ring, collnetDirect, collnetChain, nvls, nvls, tree} (init.cc:675)."""
@@ -146,9 +149,13 @@ def node_index(n_nodes):
     return n_nodes - 1 if n_nodes <= 2 else 2
 
 
-def ll_max_bw_gbs(*, n_nodes, comp_cap, cpu_vendor):
-    """llMaxBw: GPU row on one node, CPU-vendor row on several (tuning.cc:218-221)."""
-    row = comp_cap_index(comp_cap) if n_nodes == 1 else (1 if cpu_vendor in ("amd", "mixed") else 0)
+def ll_max_bw_gbs(*, n_nodes, comp_cap, cpu_vendor, version=nv.TRANSCRIBED):
+    """llMaxBw: GPU row on one node, CPU-vendor row on several (tuning.cc:218-221); before 2.21.5 Hopper
+    read Ampere's row, before 2.24.3 mixed vendors the Intel one (nccl_versions)."""
+    amd = cpu_vendor == "amd" or (cpu_vendor == "mixed" and version >= nv.MIXED_CPUS)
+    row = comp_cap_index(comp_cap) if n_nodes == 1 else (1 if amd else 0)
+    if row == 2 and version < nv.LL_HALF:
+        return nv.OLD_LL_MAX_HOPPER[node_index(n_nodes)]
     return LL_MAX_BWS_GBS[row][node_index(n_nodes)]
 
 
@@ -177,7 +184,7 @@ def is_modelled(*, coll, algo, proto, topo: Topology):
         return False
     if coll in ("all_gather", "reduce_scatter") and algo not in ("pat", "ring", "nvls", "collnet_direct"):
         return False
-    if coll == "all_reduce" and algo == "pat":
+    if algo == "pat" and (coll == "all_reduce" or topo.version < nv.RING_STEPS):  # no PAT before 2.23.4
         return False
     if algo in ("nvls", "nvls_tree") and proto != "Simple":
         return False
@@ -221,13 +228,14 @@ def bus_bandwidth_gbs(*, coll, algo, proto, topo: Topology):
     g = topo.graph(algo)
     n, cc, ch = topo.n_nodes, topo.min_comp_cap, g.n_channels
     row, col = comp_cap_index(cc), node_index(n)
-    ll_max = ll_max_bw_gbs(n_nodes=n, comp_cap=cc, cpu_vendor=topo.cpu_vendor)
+    ll_max = ll_max_bw_gbs(n_nodes=n, comp_cap=cc, cpu_vendor=topo.cpu_vendor, version=topo.version)
     bw = graph_bw_gbs(algo=algo, n_nodes=n, graph=g)
     bus = ch * bw
     if algo == "ring" and proto == "LL":
-        bus = min(ll_max, bus * .5)
+        bus = min(ll_max, bus * ring_ll_fraction(coll=coll, n_nodes=n, version=topo.version))
     if algo == "ring" and proto == "LL128":
-        bus = min(bus * 0.92, ch * PER_CH_MAX_RING_LL128_BWS_GBS[row][col])
+        kept = 0.7 if topo.version < nv.RING_STEPS and topo.n_ranks / n < 2 else 0.92
+        bus = min(bus * kept, ch * PER_CH_MAX_RING_LL128_BWS_GBS[row][col])
     if algo == "tree" and coll == "all_reduce":
         bus = min(bus * .92, ch * PER_CH_MAX_TREE_BWS_GBS[row][col])
     if algo == "tree" and proto == "LL":
@@ -244,6 +252,14 @@ def bus_bandwidth_gbs(*, coll, algo, proto, topo: Topology):
     if algo == "collnet_direct":
         bus = collnet_direct_bus_gbs(coll=coll, bus_gbs=bus, bw_gbs=bw, n_channels=ch, topo=topo)
     return bus
+
+
+def ring_ll_fraction(*, coll, n_nodes, version=nv.TRANSCRIBED):
+    """What the ring's LL protocol keeps of the graph's bandwidth: 1/2 (tuning.cc:256); before 2.21.5 1/4,
+    or 1/3 for one node's all-gather, reduce-scatter and broadcast (nccl_versions.LL_HALF)."""
+    if version >= nv.LL_HALF:
+        return .5
+    return 1.0 / 4.0 if n_nodes > 1 or coll in ("all_reduce", "reduce") else 1.0 / 3.0
 
 
 def algorithm_bandwidth_gbs(*, coll, algo, proto, topo: Topology):
@@ -307,11 +323,23 @@ def intra_hw(graph: Graph):
     return "nvlink" if graph.type_intra == PATH_NVL else "pci"
 
 
-def hw_lat_us(*, hw, algo, proto, cpu_arch):
-    """hwLat, with PCI Tree/Simple set to PCI Ring/Simple on POWER CPUs (tuning.cc:129-142, 226)."""
+def hw_lat_us(*, hw, algo, proto, cpu_arch, version=nv.TRANSCRIBED):
+    """hwLat, with PCI Tree/Simple set to PCI Ring/Simple on POWER CPUs (tuning.cc:129-142, 226); before
+    2.23.4 tree Simple took 28 us per hop everywhere, before 2.21.5 NVLS 23 us on NVLink (nccl_versions)."""
     if cpu_arch == "power" and hw == "pci" and algo == "tree" and proto == "Simple":
         algo = "ring"
+    if algo == "tree" and proto == "Simple" and version < nv.RING_STEPS:
+        return nv.OLD_TREE_SIMPLE_HW_US
+    if algo in ("nvls", "nvls_tree") and hw == "nvlink" and version < nv.LL_HALF:
+        return nv.OLD_NVLS_NVLINK_US
     return HW_LAT_US[hw][algo][PROTOCOLS.index(proto)]
+
+
+def base_lat_us(*, algo, proto, version=nv.TRANSCRIBED):
+    """baseLat (tuning.cc:120-123); before 2.23.4 tree Simple had none (nccl_versions)."""
+    if algo == "tree" and proto == "Simple" and version < nv.RING_STEPS:
+        return nv.OLD_TREE_SIMPLE_BASE_US
+    return BASE_LAT_US[algo][PROTOCOLS.index(proto)]
 
 
 def net_overhead_us(topo: Topology):
@@ -322,30 +350,39 @@ def net_overhead_us(topo: Topology):
 
 
 def inter_lat_us(*, algo, proto, topo: Topology):
-    """interLat: the NET hwLat (the Tree row at 1 rank per node) + latencyInter, twice for Simple
-    (the flush) (tuning.cc:300-304)."""
+    """interLat: the NET hwLat (the Tree row at 1 rank per node, from 2.23.4) + latencyInter, twice for
+    Simple (the flush) (tuning.cc:300-304)."""
     g = topo.graph(algo)
     ppn = topo.n_ranks / topo.n_nodes
-    lat = hw_lat_us(hw="net", algo="tree" if ppn == 1 else algo, proto=proto, cpu_arch=topo.cpu_arch)
+    row = "tree" if ppn == 1 and topo.version >= nv.RING_STEPS else algo
+    lat = hw_lat_us(hw="net", algo=row, proto=proto, cpu_arch=topo.cpu_arch, version=topo.version)
     return lat + g.latency_inter_us * (2 if proto == "Simple" else 1)
 
 
+def ring_all_reduce_network_steps(n_nodes, version=nv.TRANSCRIBED):
+    """Network crossings of a ring all-reduce over N > 1 nodes: 2 (N - 1) (tuning.cc:323-324); 2 N before
+    2.23.4 (v2.20.3 tuning.cc:162; nccl_versions.RING_STEPS)."""
+    return 2 * (n_nodes - 1) if version >= nv.RING_STEPS else 2 * n_nodes
+
+
 def ring_latency_us(*, coll, proto, topo: Topology):
-    """Ring: base + (nsteps - k) max(intraLat, netOverhead) + k interLat, k = 2 (N-1) inter-node steps
-    for all-reduce, N-1 otherwise, netOverhead x3 for Simple on N > 1; broadcast/reduce: base + lat
-    (sameChannels) or base + nsteps lat (tuning.cc:306-325)."""
+    """Ring: base + (nsteps - k) max(intraLat, netOverhead) + k interLat, k network steps (all-reduce:
+    :func:`ring_all_reduce_network_steps`; N-1 otherwise), netOverhead x3 for Simple on N > 1;
+    broadcast/reduce: base + lat (sameChannels) or base + nsteps lat (tuning.cc:306-325)."""
     g, n = topo.ring, topo.n_nodes
-    base = BASE_LAT_US["ring"][PROTOCOLS.index(proto)]
+    base = base_lat_us(algo="ring", proto=proto, version=topo.version)
     steps = n_steps(coll=coll, n_ranks=topo.n_ranks)
     hw = intra_hw(g) if n == 1 else "net"
     if coll in ("broadcast", "reduce"):
         if g.same_channels:
-            return base + hw_lat_us(hw=hw, algo="ring", proto=proto, cpu_arch=topo.cpu_arch)
+            return base + hw_lat_us(hw=hw, algo="ring", proto=proto, cpu_arch=topo.cpu_arch, version=topo.version)
         chunk_algo = "tree" if proto == "Simple" else "ring"
-        return base + steps * hw_lat_us(hw=hw, algo=chunk_algo, proto=proto, cpu_arch=topo.cpu_arch)
+        return base + steps * hw_lat_us(hw=hw, algo=chunk_algo, proto=proto, cpu_arch=topo.cpu_arch,
+                                        version=topo.version)
     overhead = 0.0 if n == 1 else net_overhead_us(topo) * (3 if proto == "Simple" else 1)
-    intra = max(hw_lat_us(hw=intra_hw(g), algo="ring", proto=proto, cpu_arch=topo.cpu_arch), overhead)
-    k = 0 if n == 1 else (2 * (n - 1) if coll == "all_reduce" else n - 1)
+    intra = max(hw_lat_us(hw=intra_hw(g), algo="ring", proto=proto, cpu_arch=topo.cpu_arch, version=topo.version),
+                overhead)
+    k = 0 if n == 1 else (ring_all_reduce_network_steps(n, topo.version) if coll == "all_reduce" else n - 1)
     return base + (steps - k) * intra + k * inter_lat_us(algo="ring", proto=proto, topo=topo)
 
 
@@ -359,8 +396,9 @@ def latency_us(*, coll, algo, proto, topo: Topology):
     if algo == "ring":
         return ring_latency_us(coll=coll, proto=proto, topo=topo)
     n, p = topo.n_nodes, topo.n_ranks // topo.n_nodes
-    base = BASE_LAT_US[algo][PROTOCOLS.index(proto)]
-    intra = hw_lat_us(hw=intra_hw(topo.graph(algo)), algo=algo, proto=proto, cpu_arch=topo.cpu_arch)
+    base = base_lat_us(algo=algo, proto=proto, version=topo.version)
+    intra = hw_lat_us(hw=intra_hw(topo.graph(algo)), algo=algo, proto=proto, cpu_arch=topo.cpu_arch,
+                      version=topo.version)
     inter = inter_lat_us(algo=algo, proto=proto, topo=topo)
     if algo == "tree":
         return base + (2 * ((p - 1) * intra + log2i(n) * inter) if coll == "all_reduce" else 0.0)

@@ -36,7 +36,8 @@ class Predictor:
 
         if isinstance(self.cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
             c = self.cost
-            algorithm, protocol, _ = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm)
+            algorithm, protocol, _ = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm,
+                                            c.hop_us, c.version)
             seconds = max(c.seconds(buffer_bytes), (gpus_per_thread or 1) * c.launch)
             return Prediction(seconds, self.level, f"{algorithm}/{protocol}", False)
         return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)

@@ -35,6 +35,7 @@ class Row:
     predicted_s: float
     level: str
     assumed: str = ""  # the algorithm the prediction assumed (NCCL's pick as algorithm/protocol where tuned)
+    release: str = ""  # the NCCL release whose tuner priced it, and whose word that is (where tuned)
 
     @property
     def error_pct(self) -> float:
@@ -42,25 +43,44 @@ class Row:
 
 
 def measured_rows(documents: list[dict], placement: str = "out-of-place"):
-    """(collective, algorithm, environment, row) for every measured row of the documents."""
+    """(collective, algorithm, environment, row, NCCL release the log states or None) for every measured row."""
     for doc in documents:
+        release = (doc.get("source") or {}).get("nccl")
         for run in doc["runs"]:
             env = run.get("environment") or doc["environment"]
             for row in run["rows"]:
                 if placement in ("both", row.get("placement", "out-of-place")) and row["bytes"] > 0:
-                    yield run["collective"], run["algorithm"], env, row
+                    yield run["collective"], run["algorithm"], env, row, release
+
+
+def as_run(hardware, release: str | None):
+    """(the spec with the NCCL release a log states it ran, whose word the release is): the log's where its
+    header names one that cost4d models (2.19 on), else the spec's."""
+    from costmodel.formulas.nccl_versions import parse
+
+    if hardware.nccl is None:
+        return hardware, ""
+    try:
+        parse(release) if release else None
+    except ValueError:
+        return hardware, f"{hardware.nccl.version} (the spec's; the log's {release} predates the tuners modelled)"
+    if not release or parse(release) == parse(hardware.nccl.version):
+        return hardware, f"{hardware.nccl.version} ({'the log and the spec' if release else 'the spec'})"
+    return hardware.model_copy(update={"nccl": hardware.nccl.model_copy(update={"version": release})}), \
+        f"{release} (the log's header; the spec says {hardware.nccl.version})"
 
 
 def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
     rows, priced = [], {}
-    for collective, algorithm, env, row in measured_rows(documents, placement):
-        key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
+    for collective, algorithm, env, row, release in measured_rows(documents, placement):
+        key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
         if key not in priced:  # one time model per group, not per row: a long log stays fast
-            priced[key] = predictor(hardware, collective=collective, algorithm=algorithm, nodes=env["nodes"],
-                                    gpus_per_node=env["gpus_per_node"])
-        p = priced[key].at(row["bytes"], env.get("gpus_per_thread"))
+            device, said = as_run(hardware, release)
+            priced[key] = predictor(device, collective=collective, algorithm=algorithm, nodes=env["nodes"],
+                                    gpus_per_node=env["gpus_per_node"]), said
+        p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
-                        p.seconds, p.level, p.algorithm))
+                        p.seconds, p.level, p.algorithm, priced[key][1] if "/" in p.algorithm else ""))
     return rows
 
 
@@ -132,15 +152,15 @@ def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float)
 def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_bytes: int = MIB) -> list[Fit]:
     """Latency and effective bandwidth per (collective, algorithm, ranks), fitted on sizes >= min_bytes."""
     groups: dict[tuple, list[tuple[float, float]]] = {}
-    for collective, algorithm, env, row in measured_rows(documents, placement):
+    for collective, algorithm, env, row, release in measured_rows(documents, placement):
         if row["bytes"] >= min_bytes and collective in MODELLED and env["world_size"] > 1:  # one rank moves no data
-            key = (collective, algorithm, env["nodes"], env["gpus_per_node"])
+            key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
             groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
     if not groups:
         raise CostModelError(f"--fit: no modelled collective over 2 or more ranks has rows of {min_bytes:,} bytes "
                              "or more (lower --min-bytes?)")
     fits = []
-    for (collective, algorithm, nodes, per_node), points in groups.items():
+    for (collective, algorithm, nodes, per_node, release), points in groups.items():
         ranks = nodes * per_node
         sizes = {s for s, _ in points}
         if len(sizes) < 2:
@@ -149,7 +169,8 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
                                  "(lower --min-bytes, or measure more sizes)")
         level = hardware.network[0] if nodes == 1 else hardware.network[-1]
         if hardware.nccl is not None and collective in TUNED:
-            fits.append(_tuner_fit(hardware, collective, algorithm, level.name, nodes, per_node, points))
+            fits.append(_tuner_fit(as_run(hardware, release)[0], collective, algorithm, level.name, nodes, per_node,
+                                   points))
             continue
         formula = formula_for(collective, algorithm)
         coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(op=collective, group=ranks)

@@ -19,7 +19,8 @@ def rows_json(rows) -> list[dict]:
              "ranks": r.nodes * r.gpus_per_node, "nodes": r.nodes, "gpus_per_node": r.gpus_per_node,
              "level": r.level, "assumed": r.assumed, "assumed_algorithm": r.assumed.partition("/")[0],
              "protocol": r.assumed.partition("/")[2] or None, "measured_s": r.measured_s,
-             "predicted_s": r.predicted_s, "error_pct": r.error_pct} for r in rows]
+             "predicted_s": r.predicted_s, "error_pct": r.error_pct,
+             "nccl_release": r.release.partition(" ")[0] or None} for r in rows]
 
 
 def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
@@ -50,6 +51,9 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     c.print(t)
     if len(shown) > TABLE_ROWS:
         c.print(f"({len(shown) - TABLE_ROWS:,} more rows not shown; --json lists every row; the medians use all)")
+    releases = sorted({r.release for r in rows if r.release})
+    if releases:
+        c.print("NCCL tuner: " + "; ".join(releases))
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
         t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS), or "

@@ -141,7 +141,10 @@ class Nccl(Spec):
 
     topology: Literal["hgx-h100", "aws-p5", "hgx-a100", "aws-p4de"] = Field(
         description="the graphs NCCL's search builds on this system (presets in formulas/nccl_topologies.py)")
-    version: Name = Field(description="the NCCL version whose tuning model is transcribed")
+    version: Name = Field(description="the NCCL release the system runs (major.minor.patch, 2.19.0 or later): its "
+                          "tuner decides; releases before 2.26.2 differ where formulas/nccl_versions.py says, later "
+                          "ones are priced with 2.26.2's model")
+    version_source: Text = Field("", description="where the release comes from (a log's header overrides it)")
     launch_s: Seconds | None = Field(
         None, description="host time to launch one GPU's share of a collective: no collective takes less, and "
         "one thread driving G GPUs (nccl-tests -g G) takes at least G of these; None = not known (0)")
@@ -151,6 +154,14 @@ class Nccl(Spec):
         "plugin declares (NCCL picks algorithms with the declared one; the time uses this); None = the declared")
     network_latency_source: Text = Field("", description="where network_latency_s comes from")
     source: Text
+
+    @field_validator("version")
+    @classmethod
+    def _release(cls, version: str) -> str:
+        from costmodel.formulas.nccl_versions import parse
+
+        parse(version)  # a ValueError names what is wrong
+        return version
 
 
 class Hardware(Spec):

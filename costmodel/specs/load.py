@@ -65,7 +65,7 @@ def validate(cls, data: dict, where: str):
         loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
         value = "" if isinstance(first.get("input"), (dict, list)) else f" = {shown(first.get('input'), 40)}"
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-        raise CostModelError(f"{where}: {loc}{value}: {first['msg']}{more}") from None
+        raise CostModelError(f"{where}: {loc}{value}: {first['msg'].removeprefix('Value error, ')}{more}") from None
 
 
 def _is_path(name: str) -> bool:
