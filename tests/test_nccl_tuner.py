@@ -6,7 +6,7 @@ Tolerance 1e-9 relative: both sides are double arithmetic on the same constants 
 the tables in float32, which the module does not imitate).
 """
 
-from costmodel.record import replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -1,13 +1,16 @@
-"""costmodel.record: the frozen records that stand in for frozen dataclasses (start-up, issue 14) behave as
-frozen dataclasses do, field for field."""
+"""costmodel.record: a record is a frozen dataclass (start-up, issue 14): the same behaviour, field for field,
+and the standard library's dataclass functions (fields, replace, asdict, is_dataclass) work on it, so callers
+of the public API (costmodel.api returns records) and the notebooks keep using them."""
 
 import copy
 import dataclasses
+import inspect
 import pickle
+from typing import ClassVar
 
 import pytest
 
-from costmodel.record import asdict, field, names, record, replace
+from costmodel.record import record
 
 
 @record
@@ -16,7 +19,8 @@ class Part:
 
     name: str
     size: float = 1.0
-    memo: dict = field(default_factory=dict, compare=False, repr=False)
+    memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    unit: ClassVar[str] = "B"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,42 +30,72 @@ class Twin:
     name: str
     size: float = 1.0
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    unit: ClassVar[str] = "B"
 
 
 def test_a_record_behaves_as_the_frozen_dataclass_with_the_same_fields():
     a, b = Part("w", 2.0, {"x": 1}), Twin("w", 2.0, {"x": 1})
     assert repr(a).replace("Part", "Twin") == repr(b)
     assert (a == Part("w", 2.0), a == Part("w", 3.0), a == Twin("w", 2.0)) == (True, False, False)
-    assert hash(a) == hash(Part("w", 2.0, {"y": 2})) and hash(a) == hash(b)  # over the compared fields
+    assert hash(a) == hash(Part("w", 2.0, {"y": 2})) == hash(b)  # over the compared fields
     assert Part("w").memo is not Part("w").memo  # a fresh default from the factory each time
-    assert Part.size == Twin.size == 1.0 and not hasattr(Part, "memo")
+    assert Part.size == Twin.size == 1.0 and not hasattr(Part, "memo") and Part.unit == "B"
     for change in (lambda: setattr(a, "size", 3.0), lambda: delattr(a, "name")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             change()
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'name'"):
         Part()
+    assert str(inspect.signature(Part)) == str(inspect.signature(Twin)).replace("Twin", "Part")
 
 
-def test_replace_names_asdict_pickle_copy():
+def test_the_standard_librarys_dataclass_functions_work_on_records():
     a = Part("w", 2.0)
-    assert replace(a, size=5.0) == Part("w", 5.0) and a.size == 2.0
-    with pytest.raises(TypeError, match="no field 'sise'"):
-        replace(a, sise=5.0)
-    assert names(Part) == names(a) == ("name", "size", "memo")
-    assert asdict([Part("u", memo={"in": Part("v")})]) == [{"name": "u", "size": 1.0, "memo": {"in": {
-        "name": "v", "size": 1.0, "memo": {}}}}]
-    assert pickle.loads(pickle.dumps(a)) == a == copy.copy(a)
+    assert dataclasses.is_dataclass(a) and [f.name for f in dataclasses.fields(Part)] == ["name", "size", "memo"]
+    assert dataclasses.replace(a, size=5.0) == Part("w", 5.0) and a.size == 2.0
+    with pytest.raises(TypeError):
+        dataclasses.replace(a, sise=5.0)
+    assert dataclasses.asdict(Part("u", memo={"in": Part("v")})) == {"name": "u", "size": 1.0, "memo": {"in": {
+        "name": "v", "size": 1.0, "memo": {}}}}
+    assert dataclasses.astuple(a) == ("w", 2.0, {})
+    assert pickle.loads(pickle.dumps(a)) == a == copy.copy(a) == copy.deepcopy(a)
 
 
-def test_a_base_records_fields_come_first_and_mistakes_are_refused():
+def test_subclasses_own_methods_post_init_and_mistakes():
     @record
     class Wider(Part):
-        """A record extending another."""
+        """A record extending another, with its own repr and a check after init."""
 
         count: int = 0
 
-    assert names(Wider) == ("name", "size", "memo", "count") and Wider("w", count=3).count == 3
+        def __post_init__(self):
+            if self.count < 0:
+                raise ValueError("count < 0")
+
+        def __repr__(self):
+            return "mine"
+
+    assert [f.name for f in dataclasses.fields(Wider)] == ["name", "size", "memo", "count"]
+    assert Wider("w", count=3).count == 3 and repr(Wider("w")) == "mine"
+    with pytest.raises(ValueError, match="count < 0"):
+        Wider("w", count=-1)
+
+    class Plain(Part):
+        """Not a record: it may set attributes that are not fields, as a frozen dataclass's subclass may."""
+
+    p = Plain("w")
+    p.extra = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.size = 2.0
     with pytest.raises(ValueError, match="mutable default"):
         record(type("Bad", (), {"__annotations__": {"items": list}, "items": []}))
-    with pytest.raises(TypeError, match="non-default field 'b' follows"):
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
         record(type("Bad", (), {"__annotations__": {"a": int, "b": int}, "a": 0}))
+
+    @record
+    class Odd:
+        """Fields named as the generated code's own names."""
+
+        self: int = 1
+        _s: int = 2
+
+    assert (Odd().self, Odd()._s, Odd(3, 4)) == (1, 2, Odd(self=3, _s=4))

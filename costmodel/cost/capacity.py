@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+
 from costmodel.record import record
 
 

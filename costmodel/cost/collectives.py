@@ -3,7 +3,6 @@ each with the group's placement and its time (the one time model of :mod:`costmo
 
 from __future__ import annotations
 
-from costmodel.record import record
 from typing import TYPE_CHECKING
 
 from costmodel.cost.stage import Stage
@@ -11,6 +10,7 @@ from costmodel.mathops import where
 from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.parallel.collective import SUBGROUPS, Collective, listed
 from costmodel.parallel.pipeline import StageRole
+from costmodel.record import record
 
 if TYPE_CHECKING:
     from costmodel.cost.placement import Placement

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from costmodel.record import record, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from costmodel.cost import checks
@@ -23,6 +23,7 @@ from costmodel.cost.shape import Shape
 from costmodel.mathops import family, minimum, total
 from costmodel.parallel import pipeline
 from costmodel.parallel.pipeline import representative_stages
+from costmodel.record import record
 
 if TYPE_CHECKING:
     from costmodel.cost.step import StepTime

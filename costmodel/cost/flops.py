@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.cost.stage import recomputed_layers
 from costmodel.formulas import flops as fl
 from costmodel.parallel.expert import routed_factor
+from costmodel.record import record
 
 
 @record

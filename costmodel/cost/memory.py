@@ -6,7 +6,7 @@ each divided by N where the ZeRO stage shards it), weight copies kept for backwa
 
 from __future__ import annotations
 
-from costmodel.record import record, field
+from dataclasses import field
 
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
@@ -16,6 +16,7 @@ from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
 from costmodel.cost.zero import check_runs, zero_buffers
+from costmodel.record import record
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
 STATE_BYTES = {

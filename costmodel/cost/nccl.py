@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from costmodel.record import record, field, replace
+from dataclasses import field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_nvls as nvls
@@ -22,6 +22,7 @@ from costmodel.formulas import nccl_topologies as nx
 from costmodel.formulas import nccl_versions as nv
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.mathops import above_one, family, maximum, where
+from costmodel.record import record
 
 #: cost4d's collective names -> NCCL's functions the tuner prices
 TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",

@@ -9,13 +9,14 @@ efficiency. Several: the hierarchical two-level algorithm. A fitted calibration 
 from __future__ import annotations
 
 import math
-from costmodel.record import record, replace
+from dataclasses import replace
 
 from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
 from costmodel.formulas import comms
 from costmodel.mathops import above_one, where
+from costmodel.record import record
 
 #: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
 #: (all-to-all, sends, broadcast, reduce, gather, scatter) cross the NICs as one flat group

@@ -9,13 +9,14 @@ domain puts the data axes on DCN. cost/network.py prices a collective on such a 
 
 from __future__ import annotations
 
-from costmodel.record import record, field
+from dataclasses import field
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import axis_order
 from costmodel.mathops import exact_div, floor_div, maximum, minimum
 from costmodel.parallel import expert
 from costmodel.parallel.collective import SUBGROUPS
+from costmodel.record import record
 
 
 @record

@@ -7,11 +7,12 @@ layout, the CLI), arrays (one element per layout, the planner) or letters (the p
 
 from __future__ import annotations
 
-from costmodel.record import record, names, replace
+from dataclasses import fields, replace
 from functools import cached_property
 
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.mathops import exact_fraction, letter
+from costmodel.record import record
 
 #: the letters of the symbolic view, by field (Scaling Book: N, Y, B; R for DP replicas)
 LETTERS = {"fsdp": "N", "dp": "R", "tp": "Y", "pp": "p", "cp": "c", "ep": "E_p", "etp": "Y_e", "tokens": "B", "microbatches": "m",
@@ -60,7 +61,7 @@ class Point:
     @classmethod
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
-        values = {name: getattr(layout, name) for name in names(cls) if name not in ("microbatches", "split")}
+        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name not in ("microbatches", "split")}
         return cls(microbatches=layout.m, split=layout.split or "even", **values)
 
     def symbolic(self) -> "Point":

@@ -10,7 +10,7 @@ A mixture of experts' quantities are in ``shape_moe.py``, multi-head latent atte
 
 from __future__ import annotations
 
-from costmodel.record import record, replace
+from dataclasses import replace
 
 from costmodel.cost.shape_mla import MLA_LETTERS, LatentAttention, mla_fields
 from costmodel.cost.shape_moe import MOE_LETTERS, MixtureOfExperts, moe_fields
@@ -19,6 +19,7 @@ from costmodel.formulas import flops as fl
 from costmodel.formulas import memory as mem
 from costmodel.formulas import params as pa
 from costmodel.mathops import exact_div, exact_fraction, is_zero, letter
+from costmodel.record import record
 
 #: the letters of the symbolic view, by field (Scaling Book: D, F, L; Korthikanti: a, s, V)
 LETTERS = {"width": "D", "mlp_width": "F", "layers": "L", "heads": "a", "kv_heads": "k", "head_dim": "d_h",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.mathops import ceil_div, exact_div, maximum, minimum
 from costmodel.parallel import expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
+from costmodel.record import record
 
 
 @record

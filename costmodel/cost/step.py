@@ -9,7 +9,6 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 from __future__ import annotations
 
 import functools
-from costmodel.record import record
 
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
@@ -24,6 +23,7 @@ from costmodel.formulas import step as fs
 from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
 from costmodel.parallel import pipeline
 from costmodel.parallel.data import fsdp_active
+from costmodel.record import record
 
 OVERLAPS = ("overlap", "none")
 PRECISIONS = ("bf16", "fp8")

@@ -7,7 +7,7 @@ expression at the layout's values. Imported only when a formula is asked for (sy
 
 from __future__ import annotations
 
-from costmodel.record import record, replace
+from dataclasses import replace
 
 import sympy as sp
 
@@ -16,6 +16,7 @@ from costmodel.cost.evaluate import Cost, evaluate, layout_shape
 from costmodel.cost.point import LETTERS as POINT_LETTERS, Point
 from costmodel.cost.shape import ALL_LETTERS as SHAPE_LETTERS
 from costmodel.mathops import exact_fraction, letter
+from costmodel.record import record
 
 MEANINGS = {
     "D": "model width (residual stream)", "F": "MLP hidden width", "L": "layers", "a": "attention heads",

@@ -5,7 +5,7 @@ every value with the code lines that give it; multi-node graphs are estimates (m
 that reads them is ``nccl_tuner.py``; the hardware specs name them (``[nccl] topology``, cost/nccl.py).
 """
 
-from costmodel.record import replace
+from dataclasses import replace
 
 from costmodel.formulas.nccl_tuner import (PATH_NVL, PATH_PIX, PATTERN_BALANCED_TREE, PATTERN_NVLS,
                                            PATTERN_RING, PATTERN_TREE, Graph, Topology)

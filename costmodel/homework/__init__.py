@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from costmodel.record import record, field
+from dataclasses import field
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
+from costmodel.record import record
 
 FORMATS = ("text", "markdown", "latex", "ipynb")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from costmodel.record import record
 from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import MEASURED, MESSAGE, RATE
 from costmodel.inputs.files import shown
+from costmodel.record import record
 
 #: what launchers put before each line: srun --label ('0: '), Open MPI --tag-output ('[1,0]<stdout>:'), MPICH and
 #: Intel MPI -prepend-rank ('[0] '), pdsh (DeepSpeed's launcher: 'node01: '), kubectl logs --timestamps (RFC

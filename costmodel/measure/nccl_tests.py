@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from costmodel.record import record
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -17,6 +16,7 @@ from costmodel.inputs.bounds import DEVICES
 from costmodel.measure.nccl_rows import data_row, is_row, layout_of, unlabelled
 from costmodel.inputs.files import shown
 from costmodel.measure.results import COLLECTIVES, FORMAT, canonical_algorithm, canonical_collective
+from costmodel.record import record
 
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.cost import network
 from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import MODELLED
+from costmodel.record import record
 
 
 @record

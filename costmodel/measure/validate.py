@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
@@ -18,6 +17,7 @@ from costmodel.cost.nccl import TUNED
 from costmodel.formulas.comms import MODELLED
 from costmodel.measure.predict import predictor
 from costmodel.formulas.comms import bus_factor
+from costmodel.record import record
 
 MIB = 2**20
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from costmodel.record import record, replace
+from dataclasses import replace
 from typing import Callable
 
 from costmodel.formulas.comms import BYTES_SENT
+from costmodel.record import record
 
 #: collectives over a group of adjacent ranks of an axis -> that axis (tp-kv: the TP ranks that hold copies of
 #: one replicated KV head, parallel/tensor/collectives.py)

@@ -3,7 +3,7 @@ scripts that redraw it their own way. Keys are listed in the README's "JSON outp
 
 from __future__ import annotations
 
-from costmodel.record import asdict
+from dataclasses import asdict
 
 from costmodel.report.common import emit_json, number
 from costmodel.specs.load import profile_name

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
+from costmodel.record import record
 
 
 #: what solve/explain batch price (the Scaling Book's training chapter): said wherever they answer

@@ -7,9 +7,8 @@ and the crossover is the answer ``solve_batch`` gave.
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.errors import CostModelError
+from costmodel.record import record
 
 
 @record

@@ -7,13 +7,12 @@ axis and nest with its shards), so each is evaluated with the aggregator, smalle
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.cost.checks import rules
 from costmodel.cost.evaluate import evaluate_layout
 from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
 from costmodel.errors import CostModelError
+from costmodel.record import record
 
 
 @record

@@ -6,11 +6,11 @@ functions called with numbers (the solvers' answers), so the two cannot drift ap
 
 from __future__ import annotations
 
-from costmodel.record import record
 
 import sympy as sp
 
 from costmodel.formulas import scaling as sc
+from costmodel.record import record
 
 
 @record

@@ -8,12 +8,12 @@ inequality a + b / N < limit gives N > b / (limit - a): no second copy of any fo
 from __future__ import annotations
 
 import math
-from costmodel.record import record
 
 from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
 from costmodel.specs.recipe import Recipe
 from costmodel.cost.evaluate import evaluate_layout
+from costmodel.record import record
 
 
 @record

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import itertools
 import time
-from costmodel.record import record, field, replace
+from dataclasses import field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
+from costmodel.record import record
 from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)

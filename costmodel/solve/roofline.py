@@ -13,11 +13,10 @@ and a part whose point lies above the step's own height F / T_step takes less of
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.cost.collectives import axis_family
 from costmodel.cost.gemm import mlp_gemm_shape
 from costmodel.formulas.flops import flash_attention_hbm_bytes_per_token, matmul_intensity
+from costmodel.record import record
 
 #: what each axis family's collectives are called on the figure
 PARTS = {"tp": "TP collectives", "cp": "CP collectives", "pp": "pipeline sends", "ep": "EP all-to-alls",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from costmodel.record import record, replace
+from dataclasses import replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import scaling as sc
+from costmodel.record import record
 from costmodel.solve.batch import BatchProblem, solve_batch
 
 

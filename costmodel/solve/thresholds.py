@@ -6,9 +6,8 @@ B per slice > C / W_dcn. On GPUs alpha uses the level the data axis crosses (NVL
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.formulas import scaling as sc
+from costmodel.record import record
 
 
 @record

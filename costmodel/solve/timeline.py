@@ -23,9 +23,8 @@ tests/test_timeline.py checks that the idle time it leaves equals the pipeline m
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.errors import CostModelError
+from costmodel.record import record
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 

@@ -5,8 +5,9 @@ Every row re-solves the same problem with one input changed; nothing here is a n
 
 from __future__ import annotations
 
-from costmodel.record import record, replace
+from dataclasses import replace
 
+from costmodel.record import record
 from costmodel.solve.batch import BatchProblem, solve_batch
 from costmodel.solve.split import optimize_split
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from costmodel.record import replace
+from dataclasses import replace
 
 from costmodel.parallel.tensor import kv_heads_per_rank
 

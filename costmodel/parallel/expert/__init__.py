@@ -15,7 +15,7 @@ traffic: :func:`collectives`; rules: :func:`checks`.
 
 from __future__ import annotations
 
-from costmodel.record import replace
+from dataclasses import replace
 
 from costmodel.mathops import above_one, divides, exact_div, minimum, where
 from costmodel.parallel import data

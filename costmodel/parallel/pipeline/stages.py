@@ -10,10 +10,9 @@ only expert layers, heavier than the dense ones before it, starts at one of them
 
 from __future__ import annotations
 
-from costmodel.record import record
-
 from costmodel.formulas import pipeline as pl
 from costmodel.mathops import above_one, ceil_div, equals, floor_div, indicator, minimum, remainder, where
+from costmodel.record import record
 
 
 @record

@@ -4,7 +4,7 @@ and the model's ends (vocabulary-parallel or replicated embedding and output lay
 Sharding: :mod:`.params` (what one TP rank holds); traffic: :mod:`.collectives`; rules: :func:`checks`.
 """
 
-from costmodel.record import replace
+from dataclasses import replace
 
 from costmodel.mathops import ceil_div, divides, exact_div
 from costmodel.parallel.collective import Rule
