@@ -432,17 +432,24 @@ def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
     assert need(answer.n_fsdp) < limit <= need(answer.n_fsdp - 1)
 
 
-@pytest.mark.parametrize("tokens, limit_gb", [(4096, 85.52), (512, 85.52), (512, 300)])
-def test_solve_fsdp_with_a_framework_and_experts_searches_multiples_of_ep(tokens, limit_gb):
-    """With --ep 8 the searched N is a multiple of 8 (below 8 the experts are not sharded, and ep must divide
-    the data axis): the smallest such N that fits, and N - 8 does not (or N is 8 itself)."""
-    from costmodel.solve.fsdp import memory_at, solve_fsdp
+@pytest.mark.parametrize("dp, tokens, limit_gb", [(1, 4096, 85.52), (1, 512, 85.52), (1, 512, 300), (4, 4096, 214.7),
+                                                   (4, 4096, 166.4)])
+def test_solve_fsdp_with_a_framework_and_experts_searches_the_admissible_n(dp, tokens, limit_gb):
+    """With --ep 8 the searched N is one the expert axis admits (8 | dp N, and 8 | N or N | 8): with dp 1 the
+    multiples of 8, with dp 4 also 2 and 4. The answer is the smallest admissible N that fits: the one
+    before it does not (or it is the first)."""
+    from costmodel.solve.fsdp import admissible, memory_at, solve_fsdp
 
-    model, layout, limit = load_model("mixtral-8x7b"), Layout(fsdp=8, ep=8, tokens=tokens), limit_gb * 1e9
+    model, layout, limit = load_model("mixtral-8x7b"), Layout(dp=dp, fsdp=8, ep=8, tokens=tokens), limit_gb * 1e9
+    count, shards = admissible(layout, 64)
+    listed = [shards(i) for i in range(count)]
+    assert listed == ([8, 16, 24, 32, 40, 48, 56, 64] if dp == 1 else [2, 4, 8, 16, 24, 32, 40, 48, 56, 64])
     answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
-    assert answer.searched and answer.n_fsdp % 8 == 0
+    assert answer.searched and answer.n_fsdp in listed
     assert memory_at(model, MEGATRON, layout, answer.n_fsdp, NANOTRON) < limit
-    assert answer.n_fsdp == 8 or memory_at(model, MEGATRON, layout, answer.n_fsdp - 8, NANOTRON) >= limit
+    before = listed.index(answer.n_fsdp) - 1
+    assert before < 0 or memory_at(model, MEGATRON, layout, listed[before], NANOTRON) >= limit
+    assert answer.threshold == (listed[before] if before >= 0 else 1.0)
 
 
 # ---- KV heads replicated under wide TP ---------------------------------------------------------

@@ -274,3 +274,19 @@ def test_fp8_matmuls_sit_at_twice_the_bf16_intensity(h100):
     spec, rec = load_model("llama3-70b"), load_recipe("cs336")
     marks = {p: roofline(evaluate_layout(spec, rec, layout, h100, precision=p), h100).marks[0] for p in ("bf16", "fp8")}
     assert marks["fp8"].intensity == pytest.approx(2 * marks["bf16"].intensity, rel=1e-12)
+
+
+@pytest.mark.parametrize("framework", ["exact", "nanotron"])
+def test_plot_fsdp_with_experts_draws_the_n_the_expert_axis_admits(tmp_path, framework):
+    """plot fsdp --ep 8 plots N = 8, 16, 32, ... and the answer (it asked for N = 2 and failed before); the answer
+    is solve fsdp's."""
+    import json
+
+    flags = ["--model", "mixtral-8x7b", "--ep", "8", "--tokens", "4096", "--limit", "80GiB", "--framework", framework]
+    result = runner.invoke(app, ["plot", "fsdp", *flags, "--out", str(tmp_path / "f.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["data"]
+    solved = json.loads(runner.invoke(app, ["solve", "fsdp", *flags, "--json"]).stdout)["n_fsdp"]
+    points = [p["n_fsdp"] for p in data["points"]]
+    assert data["n_fsdp"] == solved and solved in points and all(n % 8 == 0 for n in points)
+    assert {8, 16, 32} <= set(points)

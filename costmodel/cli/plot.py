@@ -109,14 +109,15 @@ def fsdp_cmd(
     """
     from costmodel.cli.solve import _fsdp_answer, _limit
     from costmodel.report.plot import check_path, fsdp_memory
-    from costmodel.solve.fsdp import memory_at
+    from costmodel.solve.fsdp import admissible, memory_at
     from costmodel.specs.load import load_run
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame).n_fsdp
-    shards = sorted({answer, *(2**i for i in range(1, (4 * answer).bit_length()))})  # from 2: the FSDP regime
+    count, admitted = admissible(layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the expert axis admits
+    shards = sorted({answer, *(n for n in map(admitted, range(count)) if _doubling(n) or _doubling(n / layout.ep))})
     need = [memory_at(spec, rec, layout, n, frame) for n in shards]
     fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)
     _done(as_json, out, "fsdp", f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest "
@@ -261,3 +262,8 @@ def _done(as_json: bool, out: str, kind: str, summary: str, data) -> None:
 
 def register(app) -> None:
     app.add_typer(plot_app, name="plot")
+
+
+def _doubling(n: float) -> bool:
+    """Whether n is a power of two (1, 2, 4, ...): the shard counts a memory-vs-N plot marks."""
+    return n >= 1 and n == int(n) and int(n) & (int(n) - 1) == 0

@@ -39,8 +39,8 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source, framework=None):
     if answer.n_fsdp is None and answer.searched:
         raise CostModelError(f"no N_FSDP fits {source} ({format_bytes(limit_bytes)}): even at N = {answer.most:,} "
                              f"(the most the device bound leaves) the framework's need is "
-                             f"{format_bytes(answer.replicated_bytes)}; what N does not shard (activations, the "
-                             "framework's buffers) is too much: fewer --tokens, --recompute, or more --tp, --pp, --cp")
+                             f"{format_bytes(answer.replicated_bytes)}: what N does not shard is more than the limit "
+                             f"(`cost4d memory` with --fsdp {answer.most} and the same flags itemises it)")
     if answer.n_fsdp is None:
         tail = (f"; at most {answer.max_tokens:,} tokens leave room for some N" if answer.max_tokens else
                 "; even the replicated state alone does not fit")
@@ -96,9 +96,9 @@ def solve_fsdp_cmd(
                    f"+ {frame.outside_allocator_bytes:,.0f} B outside the allocator is "
                    f"{answer.replicated_bytes + answer.sharded_bytes:,.0f} B at N = {answer.n_fsdp} "
                    f"(limit {limit_bytes:,.0f} B, {source}); "
-                   + (f"N = {answer.n_fsdp - layout.ep} does not fit " if answer.n_fsdp > max(2, layout.ep) else
-                      f"{max(2, layout.ep)} is the fewest shards ")
-                   + (f"(N a multiple of --ep {layout.ep}) " if layout.ep > 1 else "")
+                   + (f"N = {answer.threshold:.0f} does not fit " if answer.threshold > 1 else
+                      f"{answer.n_fsdp} is the fewest shards ")
+                   + ("(N as the expert axis admits) " if layout.ep > 1 else "")
                    + f"(searched: a maximum over phases is not a + b/N)  ->  N_FSDP = {answer.n_fsdp}")
         return
     typer.echo(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "

@@ -28,6 +28,7 @@ class FsdpAnswer:
     max_tokens: int | None  # with no N fitting: the most tokens for which some N does
     searched: bool = False  # True: a framework's peak (a max over phases), found by search, not a + b/N
     most: int | None = None  # searched: the largest N tried (as many as the device bound leaves)
+    # searched: threshold is the largest admissible N that does not fit (1 when the smallest fits)
 
 
 def regime_layout(layout: Layout) -> Layout:
@@ -87,28 +88,45 @@ def memory_at(model, recipe: Recipe, layout: Layout, n: int, framework=None) -> 
     return cost.memory_bytes + (framework.outside_allocator_bytes if framework is not None else 0)
 
 
+def admissible(layout: Layout, most: int) -> tuple[int, object]:
+    """(how many, the i-th from 0) of the shard counts N from 2 to ``most`` the layout's expert axis admits,
+    ascending: any N without experts; with EP e and f TP ranks folded in by --etp, e must divide f dp N and
+    one of e, f N the other (parallel.expert.checks): those up to e are listed, those above e are the
+    multiples of e / gcd(e, f)."""
+    from costmodel.parallel.expert import folded_tp
+
+    e, f = layout.ep, folded_tp(layout)
+    if e == 1:
+        return max(0, most - 1), lambda i: i + 2
+    small = [n for n in range(2, min(e, most) + 1) if (f * layout.dp * n) % e == 0 and (e % (f * n) == 0 or (f * n) % e == 0)]
+    step = e // math.gcd(e, f)
+    first = e // step + 1  # the first multiple of step above e
+    large = max(0, most // step - first + 1)
+    return len(small) + large, lambda i: small[i] if i < len(small) else (first + i - len(small)) * step
+
+
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
-    """Bisection on N from 2 to as many as the device bound leaves (the framework's peak is non-increasing in N),
-    over the N the expert axis admits: with EP e, multiples of e (as :func:`_admissible_above`)."""
+    """Bisection over the admissible N (:func:`admissible`) from 2 to as many as the device bound leaves (the
+    framework's peak is non-increasing in N)."""
     from costmodel.inputs.bounds import DEVICES
 
-    step = layout.ep  # N = k e
-    top = max(2, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp) // step)  # in steps of e
+    count, shards = admissible(layout, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp))
+    if count == 0:
+        raise CostModelError("no shard count N >= 2 fits the device bound with this layout's other axes")
 
-    def need(k: int) -> float:
-        return memory_at(model, recipe, layout, k * step, framework)
+    def need(i: int) -> float:
+        return memory_at(model, recipe, layout, shards(i), framework)
 
-    floor = need(top)
+    floor = need(count - 1)
+    most = shards(count - 1)
     if floor >= limit_bytes:
-        return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True, most=top * step)
-    low, high = 1 if step > 1 else 0, top  # need(high) < limit; no N at or below low * e fits (N = e may)
+        return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True, most=most)
+    low, high = -1, count - 1  # need(high) < limit; nothing at or below low fits
     while high - low > 1:
         mid = (low + high) // 2
-        if mid * step >= 2 and need(mid) < limit_bytes:
+        if need(mid) < limit_bytes:
             high = mid
         else:
             low = mid
-    if step > 1 and low == 1 and need(1) < limit_bytes:
-        high = 1
-    return FsdpAnswer(high * step, float(high * step - 1), floor, need(high) - floor, limit_bytes, None,
-                      searched=True, most=top * step)
+    return FsdpAnswer(shards(high), float(shards(low)) if low >= 0 else 1.0, floor, need(high) - floor, limit_bytes,
+                      None, searched=True, most=most)
