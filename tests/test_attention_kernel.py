@@ -281,3 +281,25 @@ def test_a_row_of_the_wrong_width_is_refused_though_it_lacks_the_wanted_text(tmp
     path.write_text("a,b,c\n1,x,2\n3,y\n")
     with pytest.raises(CostModelError, match=r"t.csv:3: expected 3 columns"):
         list(csv_rows(str(path), "table", ("a", "b"), {"b": "x"}))
+
+
+@pytest.mark.parametrize("body, rows", [
+    ("a,b,c\n1,x,2 (note\u2028more)\n3,y,4\n5,x,6\n", [(2, "1"), (4, "5")]),  # U+2028 ends no CSV line
+    ("a,b,c\r1,x,2\r\"3\",y,4\r5,x,6\r", [(2, "1"), (4, "5")]),  # carriage returns alone, and a quote
+    ("a,b,c\r\n1,x,2\r\n3,y,4\r\n5,x,6\r\n", [(2, "1"), (4, "5")]),
+])
+def test_line_ends_are_the_csv_modules(tmp_path, body, rows):
+    from costmodel.measure.tables import csv_rows
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(body.encode())
+    assert [(line, row["a"]) for line, row in csv_rows(str(path), "table", ("a", "b"), {"b": "x"})] == rows
+
+
+def test_what_the_csv_module_cannot_read_is_one_line(tmp_path):
+    from costmodel.measure.tables import csv_rows
+
+    path = tmp_path / "t.csv"
+    path.write_text('a,b\n1,"' + "x" * 200_000 + '"\n')
+    with pytest.raises(CostModelError, match=r"t.csv:2: not readable as CSV: field larger than field limit"):
+        list(csv_rows(str(path), "table", ("a", "b")))
