@@ -13,14 +13,14 @@ def csv_rows(path: str, kind: str, columns: tuple, where: dict | None = None):
     ``columns`` it needs, blank lines skipped, and only the rows whose cells equal ``where``'s texts (those
     columns must be among ``columns``); a missing column, a short row or unreadable CSV is one clear error.
     csv.reader, not DictReader, and rows filtered before they become tables: `step` reads these at start-up.
-    In a file of plain lines (no quotes, no carriage returns), a line that lacks one of ``where``'s texts
+    In a file of plain lines (no quotes, no carriage return but before a newline), a line that lacks one of ``where``'s texts
     cannot have a cell equal to it, so it is skipped unparsed (the XLA matmul table: 1,875 rows, 375 kept; a
     row of the wrong width is kept, to be refused); any other file goes through the csv module whole."""
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
     text = read_text(path, kind, LOG_LIMIT)
-    plain = '"' not in text and "\r" not in text
-    rows = _filtered(text, (where or {}).values()) if plain else _parsed(text, path)
+    plain = '"' not in text and text.count("\r") == text.count("\r\n")  # CRLF ends lines as LF does
+    rows = _filtered(text.replace("\r\n", "\n"), (where or {}).values()) if plain else _parsed(text, path)
     header = next(rows, (1, []))[1]
     missing = [c for c in columns if c not in header]
     if missing:
