@@ -521,3 +521,17 @@ def test_element_counts_take_deepspeeds_float_notation(tmp_path, written, read):
             load_framework(str(path))
     else:
         assert load_framework(str(path)).reduce_bucket_size == read
+
+
+@pytest.mark.parametrize("file, content", [("exact.json", {"zero_buffers": True}),
+                                           ("mine.json", {"name": "exact", "zero_buffers": True})])
+def test_a_profile_file_named_exact_is_refused(tmp_path, file, content):
+    """A file whose profile is named 'exact' (by its name field or its stem) would be taken for the exact
+    accounting and its terms dropped without a word: it is refused in one line."""
+    from costmodel.errors import CostModelError
+    from costmodel.specs.load import load_framework
+
+    path = tmp_path / file
+    path.write_text(json.dumps(content))
+    with pytest.raises(CostModelError, match="may not be named 'exact'"):
+        load_framework(str(path))

@@ -227,5 +227,7 @@ def test_step_json_says_whether_it_fits_as_memory_does(framework):
              "--tokens", "8192", "--microbatches", "16", "--recompute", "selective", "--framework", framework, "--json"]
     step, memory = (json.loads(CliRunner().invoke(app, [command, *flags]).stdout) for command in ("step", "memory"))
     fits = memory["fits"]
+    assert (step["framework"], step["recipe"]) == (memory["framework"], memory["recipe"]) == (
+        framework, {"exact": "cs336", "nanotron": "megatron"}[framework])
     assert (step["memory_bytes"], step["memory_capacity_bytes"], step["memory_verdict"], step["peak_phase"]) == (
         fits["needed_bytes"], fits["capacity_bytes"], fits["verdict"], memory["peak_phase"])

@@ -28,7 +28,10 @@ def band(step_s, hardware, precision: str = "bf16", moe: bool = False, framework
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
     low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
-    return {"model": cost.shape.name, "hardware": hardware.name, "devices": b.devices, "step_s": b.step_s,
+    from costmodel.specs.load import profile_name
+
+    return {"model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
+            "framework": profile_name(cost.framework), "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",

@@ -236,7 +236,11 @@ def load_framework(name: str):
     """A named framework profile, or a profile file (TOML/JSON with the Framework fields)."""
     from costmodel.specs.framework import FRAMEWORKS, Framework
 
-    return _named_or_file("framework", name, Framework, FRAMEWORKS)
+    frame = _named_or_file("framework", name, Framework, FRAMEWORKS)
+    if _is_path(name) and frame.exact:  # the name says "no terms": a file's terms would be dropped unseen
+        raise CostModelError(f"{name}: a profile file may not be named {EXACT!r} (the exact accounting, which adds "
+                             "nothing); name it otherwise (its name field, or the file's stem)")
+    return frame
 
 
 def framework_profile(framework):
