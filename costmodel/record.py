@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-_NAMES = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__")
+_NAMES = ("__init__", "__repr__", "__eq__", "__hash__")
 
 
 class _Factory:
@@ -46,14 +46,16 @@ def record(cls):
         # what dataclasses.fields() reads; _FIELD is private but has marked fields since Python 3.7
         spec.name, spec.type, spec._field_type = name, annotation, dataclasses._FIELD
         fields[name] = spec
-    cls.__dataclass_fields__ = fields
-    namespace = {"_repr": tuple(n for n, f in fields.items() if f.repr), "_cls": cls,
-                 "FrozenInstanceError": dataclasses.FrozenInstanceError, "_factory": _FACTORY}
+    cls.__dataclass_fields__, cls.__record__ = fields, True
+    namespace = {"_repr": tuple(n for n, f in fields.items() if f.repr), "_factory": _FACTORY}
     exec(_source(fields, hasattr(cls, "__post_init__"), namespace), namespace)  # noqa: S102 - our own text
     for method in _NAMES:
         if method not in cls.__dict__:
             function = namespace[method]
             function.__qualname__, function.__module__ = f"{cls.__qualname__}.{method}", cls.__module__
+            setattr(cls, method, function)
+    for method, function in (("__setattr__", _setattr), ("__delattr__", _delattr)):
+        if method not in cls.__dict__:
             setattr(cls, method, function)
     if cls.__init__ is namespace["__init__"]:
         cls.__init__.__annotations__ = {**{name: f.type for name, f in fields.items()}, "return": None}
@@ -89,7 +91,6 @@ def _source(fields: dict, post_init: bool, namespace: dict) -> str:
     compared = [name for name, f in fields.items() if f.compare]
     mine = "(" + "".join(f"self.{n}, " for n in compared) + ")"
     theirs = "(" + "".join(f"other.{n}, " for n in compared) + ")"
-    names = "(" + "".join(f"{n!r}, " for n in fields) + ")"
     return (f"def __init__(__record_self__, {', '.join(params)}):\n"
             "    __record_dict__ = __record_self__.__dict__\n" + "\n".join(lines) + "\n"
             "def __repr__(self):\n"
@@ -97,12 +98,19 @@ def _source(fields: dict, post_init: bool, namespace: dict) -> str:
             " + ')'\n"
             f"def __eq__(self, other):\n    if other.__class__ is self.__class__:\n        return {mine} == {theirs}\n"
             "    return NotImplemented\n"
-            f"def __hash__(self):\n    return hash({mine})\n"
-            "def __setattr__(self, name, value):\n"
-            f"    if type(self) is _cls or name in {names}:\n"
-            "        raise FrozenInstanceError(f'cannot assign to field {name!r}')\n"
-            "    super(_cls, self).__setattr__(name, value)\n"
-            "def __delattr__(self, name):\n"
-            f"    if type(self) is _cls or name in {names}:\n"
-            "        raise FrozenInstanceError(f'cannot delete field {name!r}')\n"
-            "    super(_cls, self).__delattr__(name)\n")
+            f"def __hash__(self):\n    return hash({mine})\n")
+
+
+def _setattr(self, name, value):
+    """A record's fields are frozen; so is every attribute of a record itself (a plain subclass may add its own),
+    as a frozen dataclass's ``__setattr__`` has it."""
+    if "__record__" in type(self).__dict__ or name in type(self).__dataclass_fields__:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    object.__setattr__(self, name, value)
+
+
+def _delattr(self, name):
+    """As :func:`_setattr`, for deleting."""
+    if "__record__" in type(self).__dict__ or name in type(self).__dataclass_fields__:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+    object.__delattr__(self, name)
