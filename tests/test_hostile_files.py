@@ -122,7 +122,9 @@ CASES = [
     # 3, 4. numbers too long or too large
     ("5000-digit layers", lambda d: memory(write(d, "m.json", json.dumps(FFN).replace('"layers": 4', '"layers": '
                                                                                       + "9" * 5000))),
-     ["malformed JSON", "4300"]),
+     ["m.json:1: malformed JSON", "4300"]),
+    ("5000-digit layers, TOML", lambda d: memory(write(d, "m.toml", 'kind = "ffn"\nd_model = 8\nd_ff = 8\nlayers = '
+                                                      + "9" * 5000 + "\n")), ["m.toml:4: malformed TOML", "4300"]),
     ("400-digit layers", lambda d: memory(write(d, "m.json", json.dumps(dict(FFN, layers=10**400)))),
      ["layers", "less than or equal to"]),
     ("layers as text", lambda d: memory(write(d, "m.json", json.dumps(dict(FFN, layers="4")))),

@@ -122,14 +122,23 @@ def parse_document(text: str, where: str, kind: str) -> dict:
         raise
     except RecursionError:
         raise CostModelError(f"{where}: nested too deeply to read (at most {DEPTH} levels)") from None
-    except ValueError as err:  # e.g. an integer of more than 4,300 digits
-        raise CostModelError(f"{where}: malformed {kind.upper()}: {str(err).split(';')[0]}") from None
+    except ValueError as err:  # e.g. an integer of more than 4,300 digits (the parser says not where)
+        raise CostModelError(f"{where}{_line_of_long_number(text)}: malformed {kind.upper()}: "
+                             f"{str(err).split(';')[0]}") from None
     if not isinstance(data, dict):
         raise CostModelError(f"{where}: expected a table of fields at the top level, found "
                              f"{type(data).__name__}")
     if depth(data) > DEPTH:
         raise CostModelError(f"{where}: nested more than {DEPTH} levels deep (cost4d's files nest 3)")
     return data
+
+
+def _line_of_long_number(text: str) -> str:
+    """':LINE' of the first run of more than 4,300 digits in ``text`` (Python's limit for int()), or ''."""
+    import re
+
+    found = re.search(r"\d{4301}", text)
+    return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
 
 
 def _parse_json(text: str, where: str):
