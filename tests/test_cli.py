@@ -300,6 +300,17 @@ def test_shell_completion_is_on(monkeypatch, capsys):
     assert done.stdout.split() == ["solve"]
 
 
+def test_fish_completion_gives_one_line_per_candidate():
+    """fish reads each line as a candidate, value TAB help: a help text wrapped at the terminal's width (typer
+    renders it through rich) made bogus candidates of its second lines."""
+    env = {**__import__("os").environ, "_COST4D_COMPLETE": "complete_fish", "COLUMNS": "80",
+           "_TYPER_COMPLETE_ARGS": "cost4d memory --", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
+    done = subprocess.run([sys.executable, "-c", "from costmodel.cli import main; main([])"], capture_output=True,
+                          text=True, env=env)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) > 20 and all(line.startswith("--") and "\t" in line for line in lines)
+
+
 def test_every_command_takes_plain():
     """--plain on the command line of any command (and before it): plain tables even on a terminal
     (tests/test_tables.py checks the output on a pseudo-terminal)."""

@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     # turns them off for its own option parsing the same way (typer/_adapters.py disabled_pydantic_plugins).
     # A user who wants them sets PYDANTIC_DISABLE_PLUGINS themselves (to "", or a list of names to skip).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if "_COST4D_COMPLETE" in os.environ:  # shell completion: typer renders each help through rich at the
+        os.environ["COLUMNS"] = "100000"  # terminal's width, and fish/zsh read a wrapped line as a new candidate
     try:
         code = app(standalone_mode=False) if argv is None else app(argv, "cost4d", standalone_mode=False)
     except CostModelError as err:
