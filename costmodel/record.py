@@ -2,7 +2,7 @@
 
 Why: on Python 3.11 a frozen dataclass costs about 1 ms to create (six generated methods, each compiled
 apart), and `cost4d step` creates about 20 of them before it prints anything (issue 14; benchmarks/
-cold_start.py). A record costs about a quarter of that. It is a dataclass to the standard library:
+cold_start.py). A record costs about half of that (one shared frozen ``__setattr__``). It is a dataclass to the standard library:
 ``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass`` work on it (it carries
 ``__dataclass_fields__``), fields are declared with ``dataclasses.field``, assignment raises
 ``dataclasses.FrozenInstanceError``. What it does as ``@dataclass(frozen=True)`` does: fields are the
