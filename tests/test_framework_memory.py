@@ -441,7 +441,7 @@ def test_solve_fsdp_with_a_framework_and_experts_searches_the_admissible_n(dp, t
     from costmodel.solve.fsdp import admissible, memory_at, solve_fsdp
 
     model, layout, limit = load_model("mixtral-8x7b"), Layout(dp=dp, fsdp=8, ep=8, tokens=tokens), limit_gb * 1e9
-    count, shards = admissible(layout, 64)
+    count, shards = admissible(model, layout, 64)
     listed = [shards(i) for i in range(count)]
     assert listed == ([8, 16, 24, 32, 40, 48, 56, 64] if dp == 1 else [2, 4, 8, 16, 24, 32, 40, 48, 56, 64])
     answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
@@ -535,3 +535,23 @@ def test_a_profile_file_named_exact_is_refused(tmp_path, file, content):
     path.write_text(json.dumps(content))
     with pytest.raises(CostModelError, match="may not be named 'exact'"):
         load_framework(str(path))
+
+
+@pytest.mark.parametrize("axes", [dict(ep=8), dict(ep=8, dp=4), dict(ep=8, tp=2, sp=True, etp=1),
+                                  dict(ep=4, tp=2, sp=True, etp=1, dp=3), dict(ep=2, dp=3)])
+def test_admissible_shard_counts_are_those_the_expert_rules_accept(axes):
+    """solve.fsdp.admissible lists, up to 100, exactly the N for which parallel.expert's rules hold (checked N
+    by N), including above 2 e where it repeats the rules' period instead of asking them."""
+    from dataclasses import replace
+
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.parallel import expert
+    from costmodel.solve.fsdp import admissible
+
+    model = load_model("mixtral-8x7b")
+    layout = Layout(**{"fsdp": axes["ep"], **axes})
+    count, at = admissible(model, layout, 100)
+    point, shape = Point.of(layout), Shape.of(model)
+    assert [at(i) for i in range(count)] == [
+        n for n in range(2, 101) if all(rule.ok for rule in expert.checks(shape, replace(point, fsdp=n)))]

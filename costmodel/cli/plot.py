@@ -116,7 +116,7 @@ def fsdp_cmd(
     frame, spec, rec = load_run(model, recipe, framework)
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame).n_fsdp
-    count, admitted = admissible(layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the expert axis admits
+    count, admitted = admissible(spec, layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the experts admit
     shards = sorted({answer, *(n for n in map(admitted, range(count)) if _doubling(n) or _doubling(n / layout.ep))})
     need = [memory_at(spec, rec, layout, n, frame) for n in shards]
     fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)

@@ -8,6 +8,7 @@ inequality a + b / N < limit gives N > b / (limit - a): no second copy of any fo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from costmodel.errors import CostModelError
 from costmodel.specs.layout import Layout
@@ -88,21 +89,28 @@ def memory_at(model, recipe: Recipe, layout: Layout, n: int, framework=None) -> 
     return cost.memory_bytes + (framework.outside_allocator_bytes if framework is not None else 0)
 
 
-def admissible(layout: Layout, most: int) -> tuple[int, object]:
-    """(how many, the i-th from 0) of the shard counts N from 2 to ``most`` the layout's expert axis admits,
-    ascending: any N without experts; with EP e and f TP ranks folded in by --etp, e must divide f dp N and
-    one of e, f N the other (parallel.expert.checks): those up to e are listed, those above e are the
-    multiples of e / gcd(e, f)."""
-    from costmodel.parallel.expert import folded_tp
+def admissible(model, layout: Layout, most: int) -> tuple[int, object]:
+    """(how many, the i-th from 0) of the shard counts N from 2 to ``most`` that the layout's expert axis admits,
+    ascending: those for which parallel.expert's rules hold, read from the rules themselves for N up to 2 e. They
+    test divisibility of N by divisors of e (e must divide f dp N, one of e and f N the other), so above e they
+    repeat with period e: N > 2 e is admitted as N - e is."""
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.parallel import expert
 
-    e, f = layout.ep, folded_tp(layout)
+    e = layout.ep
     if e == 1:
         return max(0, most - 1), lambda i: i + 2
-    small = [n for n in range(2, min(e, most) + 1) if (f * layout.dp * n) % e == 0 and (e % (f * n) == 0 or (f * n) % e == 0)]
-    step = e // math.gcd(e, f)
-    first = e // step + 1  # the first multiple of step above e
-    large = max(0, most // step - first + 1)
-    return len(small) + large, lambda i: small[i] if i < len(small) else (first + i - len(small)) * step
+    shape, point = Shape.of(model), Point.of(layout)
+
+    def ok(n: int) -> bool:
+        return all(rule.ok for rule in expert.checks(shape, replace(point, fsdp=n)))
+
+    small = [n for n in range(2, min(e, most) + 1) if ok(n)]
+    offsets = [n - e for n in range(e + 1, 2 * e + 1) if ok(n)]  # admitted above e: k e + o, k >= 1
+    large = sum(max(0, (most - o) // e) for o in offsets)
+    return len(small) + large, lambda i: small[i] if i < len(small) else (
+        e * (1 + (i - len(small)) // len(offsets)) + offsets[(i - len(small)) % len(offsets)])
 
 
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
@@ -110,8 +118,9 @@ def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework
     framework's peak is non-increasing in N)."""
     from costmodel.inputs.bounds import DEVICES
 
-    count, shards = admissible(layout, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp))
+    count, shards = admissible(model, layout, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp))
     if count == 0:
+        memory_at(model, recipe, layout, max(2, layout.ep), framework)  # names the rule no N satisfies
         raise CostModelError("no shard count N >= 2 fits the device bound with this layout's other axes")
 
     def need(i: int) -> float:
