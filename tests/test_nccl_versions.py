@@ -118,6 +118,10 @@ def test_a_logs_header_names_the_release_validate_prices_with(tmp_path):
     assert {r["nccl_release"] for r in rows["older.out"]} == {"2.20.5"}
     text = CliRunner().invoke(app, ["validate", str(older), "--hardware", "h100-sxm"]).stdout
     assert "NCCL tuner: 2.20.5 (the log's header; the spec says 2.26.2)" in " ".join(text.split())
+    oldest = tmp_path / "oldest.out"
+    oldest.write_text(re.sub(r"nccl-library=\d+", "nccl-library=21805", log.read_text()))
+    text = CliRunner().invoke(app, ["validate", str(oldest), "--hardware", "h100-sxm"]).stdout
+    assert "NCCL tuner: 2.26.2 (the spec's; the log's 2.18.5 predates the tuners modelled)" in " ".join(text.split())
 
 
 @pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")

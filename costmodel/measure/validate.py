@@ -60,14 +60,17 @@ def as_run(hardware, release: str | None):
 
     if hardware.nccl is None:
         return hardware, ""
+    spec = hardware.nccl.version
+    if not release:
+        return hardware, f"{spec} (the spec)"
     try:
-        parse(release) if release else None
+        ran = parse(release)
     except ValueError:
-        return hardware, f"{hardware.nccl.version} (the spec's; the log's {release} predates the tuners modelled)"
-    if not release or parse(release) == parse(hardware.nccl.version):
-        return hardware, f"{hardware.nccl.version} ({'the log and the spec' if release else 'the spec'})"
-    return hardware.model_copy(update={"nccl": hardware.nccl.model_copy(update={"version": release})}), \
-        f"{release} (the log's header; the spec says {hardware.nccl.version})"
+        return hardware, f"{spec} (the spec's; the log's {release} predates the tuners modelled)"
+    if ran == parse(spec):
+        return hardware, f"{spec} (the log and the spec)"
+    return (hardware.model_copy(update={"nccl": hardware.nccl.model_copy(update={"version": release})}),
+            f"{release} (the log's header; the spec says {spec})")
 
 
 def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
