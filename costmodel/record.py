@@ -1,9 +1,10 @@
-"""``@record``: ``@dataclass(frozen=True)``, built with one ``exec`` per class instead of one per method.
+"""``@record``: ``@dataclass(frozen=True)``, its ``__init__`` compiled when first looked up, its other methods shared.
 
 Why: on Python 3.11 a frozen dataclass costs about 1 ms to create (six generated methods, each compiled
 apart), and `cost4d step` creates about 20 of them before it prints anything (issue 14; benchmarks/
-cold_start.py). A record costs about half of that (one shared frozen ``__setattr__``). It is a dataclass to the standard library:
-``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass`` work on it (it carries
+cold_start.py). A record compiles only ``__init__``, when it is first looked up; ``__repr__``, ``__eq__``,
+``__hash__`` and the frozen ``__setattr__`` are shared functions that read the class's field names: a record
+costs about 0.1 ms to compile and a few hundredths of a millisecond to create. It is a dataclass to the standard library: ``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass`` work on it (it carries
 ``__dataclass_fields__``), fields are declared with ``dataclasses.field``, assignment raises
 ``dataclasses.FrozenInstanceError``. What it does as ``@dataclass(frozen=True)`` does: fields are the
 annotations in order (a base record's first; ``ClassVar`` ones are not fields); ``__init__`` (calling
@@ -15,9 +16,8 @@ record needs them): ``InitVar``, keyword-only fields, ``init=False`` fields, slo
 from __future__ import annotations
 
 import dataclasses
+import operator
 import typing
-
-_NAMES = ("__init__", "__repr__", "__eq__", "__hash__")
 
 
 class _Factory:
@@ -46,20 +46,68 @@ def record(cls):
         # what dataclasses.fields() reads; _FIELD is private but has marked fields since Python 3.7
         spec.name, spec.type, spec._field_type = name, annotation, dataclasses._FIELD
         fields[name] = spec
+    _check_order(fields)
     cls.__dataclass_fields__, cls.__record__ = fields, True
-    namespace = {"_repr": tuple(n for n, f in fields.items() if f.repr), "_factory": _FACTORY}
-    exec(_source(fields, hasattr(cls, "__post_init__"), namespace), namespace)  # noqa: S102 - our own text
-    for method in _NAMES:
-        if method not in cls.__dict__:
-            function = namespace[method]
-            function.__qualname__, function.__module__ = f"{cls.__qualname__}.{method}", cls.__module__
-            setattr(cls, method, function)
-    for method, function in (("__setattr__", _setattr), ("__delattr__", _delattr)):
+    cls.__record_repr__ = tuple(name for name, f in fields.items() if f.repr)
+    cls.__record_key__ = staticmethod(_key([name for name, f in fields.items() if f.compare]))
+    shared = {"__init__": _Lazy(cls), "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
+              "__setattr__": _setattr, "__delattr__": _delattr}
+    for method, function in shared.items():
         if method not in cls.__dict__:
             setattr(cls, method, function)
-    if cls.__init__ is namespace["__init__"]:
-        cls.__init__.__annotations__ = {**{name: f.type for name, f in fields.items()}, "return": None}
     return cls
+
+
+def _key(names: list):
+    """The compared fields' values of a record as a tuple (what ``__eq__`` and ``__hash__`` read)."""
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    get = operator.attrgetter(*names) if names else None
+    return (lambda o: (get(o),)) if names else (lambda o: ())
+
+
+def _repr(self) -> str:
+    return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__record_repr__)})"
+
+
+def _eq(self, other):
+    if other.__class__ is self.__class__:
+        return self.__record_key__(self) == self.__record_key__(other)
+    return NotImplemented
+
+
+def _hash(self) -> int:
+    return hash(self.__record_key__(self))
+
+
+class _Lazy:
+    """Stands in a record's class for its ``__init__`` until that is first looked up (to build an instance or
+    read the signature); the lookup compiles it and puts it in the stand-in's place."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def __get__(self, instance, owner=None):
+        cls, fields = self.cls, self.cls.__dataclass_fields__
+        namespace = {"_factory": _FACTORY}
+        exec(_source(fields, hasattr(cls, "__post_init__"), namespace), namespace)  # noqa: S102 - our own text
+        init = namespace["__init__"]
+        init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
+        init.__annotations__ = {**{name: f.type for name, f in fields.items()}, "return": None}
+        cls.__init__ = init
+        return init.__get__(instance, owner)
+
+
+def _check_order(fields: dict) -> None:
+    """A field without a default may not follow one with a default (as dataclasses refuses)."""
+    seen_default = False
+    for name, f in fields.items():
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if seen_default and not has_default:
+            raise TypeError(f"non-default argument {name!r} follows default argument")
+        seen_default = seen_default or has_default
 
 
 def _is_classvar(annotation) -> bool:
@@ -70,8 +118,8 @@ def _is_classvar(annotation) -> bool:
 
 
 def _source(fields: dict, post_init: bool, namespace: dict) -> str:
-    """The methods' text; defaults and factories go into ``namespace`` as ``_d_<name>`` / ``_f_<name>``."""
-    params, lines, seen_default = [], [], False
+    """``__init__``'s text; defaults and factories go into ``namespace`` as ``_d_<name>`` / ``_f_<name>``."""
+    params, lines = [], []
     for name, f in fields.items():
         if f.default_factory is not dataclasses.MISSING:
             namespace[f"_f_{name}"] = f.default_factory
@@ -81,24 +129,12 @@ def _source(fields: dict, post_init: bool, namespace: dict) -> str:
             if f.default is not dataclasses.MISSING:
                 namespace[f"_d_{name}"] = f.default
                 params.append(f"{name}=_d_{name}")
-            elif seen_default:
-                raise TypeError(f"non-default argument {name!r} follows default argument")
             else:
                 params.append(name)
             lines.append(f"    __record_dict__['{name}'] = {name}")
-        seen_default = seen_default or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     lines.append("    __record_self__.__post_init__()" if post_init else "    pass")
-    compared = [name for name, f in fields.items() if f.compare]
-    mine = "(" + "".join(f"self.{n}, " for n in compared) + ")"
-    theirs = "(" + "".join(f"other.{n}, " for n in compared) + ")"
     return (f"def __init__(__record_self__, {', '.join(params)}):\n"
-            "    __record_dict__ = __record_self__.__dict__\n" + "\n".join(lines) + "\n"
-            "def __repr__(self):\n"
-            "    return self.__class__.__qualname__ + '(' + ', '.join(n + '=' + repr(getattr(self, n)) for n in _repr)"
-            " + ')'\n"
-            f"def __eq__(self, other):\n    if other.__class__ is self.__class__:\n        return {mine} == {theirs}\n"
-            "    return NotImplemented\n"
-            f"def __hash__(self):\n    return hash({mine})\n")
+            "    __record_dict__ = __record_self__.__dict__\n" + "\n".join(lines) + "\n")
 
 
 def _setattr(self, name, value):

@@ -99,3 +99,32 @@ def test_subclasses_own_methods_post_init_and_mistakes():
         _s: int = 2
 
     assert (Odd().self, Odd()._s, Odd(3, 4)) == (1, 2, Odd(self=3, _s=4))
+
+
+def test_init_is_compiled_when_first_looked_up_by_the_class_or_a_subclass():
+    def fresh():
+        @record
+        class Late:
+            """Nothing built yet."""
+
+            name: str
+            size: float = 1.0
+
+        return Late
+
+    assert type(fresh().__dict__["__init__"]).__name__ == "_Lazy"
+    built = fresh()
+    assert repr(built("w")).endswith(".Late(name='w', size=1.0)")
+    assert type(built.__dict__["__init__"]).__name__ == "function"
+    for first in (lambda c: str(inspect.signature(c)) == "(name: str, size: float = 1.0) -> None",
+                  lambda c: type("Plain", (c,), {})("w", 2.0).size == 2.0,
+                  lambda c: c.__init__.__qualname__.endswith("Late.__init__")):
+        assert first(fresh())  # however __init__ is first reached, the class behaves the same
+
+
+def test_a_record_with_one_or_no_compared_field_hashes_as_a_dataclass():
+    one = [kind(type("One", (), {"__annotations__": {"x": int}})) for kind in (record, dataclasses.dataclass(frozen=True))]
+    none = [kind(type("None_", (), {"__annotations__": {"x": int}, "x": dataclasses.field(compare=False)}))
+            for kind in (record, dataclasses.dataclass(frozen=True))]
+    assert hash(one[0](3)) == hash(one[1](3)) and one[0](3) == one[0](3) != one[0](4)
+    assert hash(none[0](3)) == hash(none[1](3)) and none[0](3) == none[0](4)
