@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import FLOPS, SEQUENCE
+from costmodel.inputs.cache import parsed
 from costmodel.inputs.files import shown
 from costmodel.measure.tables import csv_rows
+from costmodel.specs.load import hardware_dir
 
 COLUMNS = ("kernel", "direction", "causal", "head_dim", "seq", "tflops")
 DIRECTIONS = ("fwd", "bwd")
@@ -23,7 +26,11 @@ DIRECTIONS = ("fwd", "bwd")
 @lru_cache(maxsize=8)
 def load_table(path: str) -> dict:
     """{(kernel, direction, causal, head_dim): ((log2 seq, FLOP/s), ...) sorted by seq}; a bad row is named by
-    its line."""
+    its line. A shipped table's rows are kept between runs (costmodel.inputs.cache)."""
+    return parsed(Path(path), "attention", lambda: _rows(path), hardware_dir())
+
+
+def _rows(path: str) -> dict:
     rows: dict = {}
     for line, row in csv_rows(path, "attention table", COLUMNS):
         key, seq, rate = _row(row, path, line)

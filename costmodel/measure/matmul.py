@@ -7,9 +7,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.bounds import FLOPS, WIDTH
+from costmodel.inputs.cache import parsed
 from costmodel.inputs.files import shown
 from costmodel.measure.tables import csv_rows
-from costmodel.inputs.bounds import FLOPS, WIDTH
+from costmodel.specs.load import hardware_dir
 
 
 _COLUMNS = ("b", "m", "n", "k", "dtype", "flops_per_s")
@@ -17,7 +19,12 @@ _COLUMNS = ("b", "m", "n", "k", "dtype", "flops_per_s")
 
 @lru_cache(maxsize=8)
 def load_table(path: str, dtype: str = "bf16xbf16->bf16") -> tuple:
-    """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line."""
+    """((log2 m, log2 n, log2 k), FLOP/s) for batch-1 rows of ``dtype``; a bad row is named by its line. A
+    shipped table's rows are kept between runs (costmodel.inputs.cache)."""
+    return parsed(Path(path), f"matmul-{dtype}", lambda: _rows(path, dtype), hardware_dir())
+
+
+def _rows(path: str, dtype: str) -> tuple:
     rows = [_row(row, path, line) for line, row in csv_rows(path, "matmul table", _COLUMNS, {"dtype": dtype, "b": "1"})]
     if not rows:
         raise CostModelError(f"{path}: no batch-1 {dtype} rows")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import NAME
+from costmodel.inputs.cache import parsed
 from costmodel.inputs.files import read_document, shown
 from costmodel.specs import EXACT
 
@@ -50,8 +51,9 @@ def unknown(kind: str, name: str, known: list[str]) -> CostModelError:
 
 
 def read_file(path: Path) -> dict:
-    """A TOML or JSON spec file as a dict, or one line saying where it is malformed."""
-    return read_document(path, "spec file")
+    """A TOML or JSON spec file as a dict, or one line saying where it is malformed. A shipped file's fields
+    are kept between runs (costmodel.inputs.cache)."""
+    return parsed(Path(path), "spec", lambda: read_document(path, "spec file"), hardware_dir())
 
 
 def validate(cls, data: dict, where: str):
