@@ -32,7 +32,13 @@ def folder() -> Path | None:
     chosen = os.environ.get(ENV)
     if chosen is not None and chosen.strip().lower() in ("", "off"):
         return None
-    base = Path(chosen) if chosen else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cost4d"
+    if chosen:
+        base = Path(chosen)
+    else:
+        try:
+            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cost4d"
+        except (RuntimeError, KeyError, OSError):  # no home directory to be found: no cache
+            return None
     return base / (sys.implementation.cache_tag or "python")
 
 
