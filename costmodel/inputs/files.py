@@ -128,6 +128,8 @@ def parse_document(text: str, where: str, kind: str) -> dict:
     if not isinstance(data, dict):
         raise CostModelError(f"{where}: expected a table of fields at the top level, found "
                              f"{type(data).__name__}")
+    if not data:  # an empty file, or only comments: every field at its default is never what was meant
+        raise CostModelError(f"{where}: holds no fields (an empty {kind.upper()} document)")
     if depth(data) > DEPTH:
         raise CostModelError(f"{where}: nested more than {DEPTH} levels deep (cost4d's files nest 3)")
     return data
