@@ -9,8 +9,9 @@ costs about 0.1 ms to compile and a few hundredths of a millisecond to create. I
 ``dataclasses.FrozenInstanceError``. What it does as ``@dataclass(frozen=True)`` does: fields are the
 annotations in order (a base record's first; ``ClassVar`` ones are not fields); ``__init__`` (calling
 ``__post_init__`` if the class has one), ``__repr__``, ``__eq__`` and ``__hash__`` over the compared fields,
-each only where the class does not define its own; an unhashable default is refused. Not supported (no
-record needs them): ``InitVar``, keyword-only fields, ``init=False`` fields, slots, ordering.
+each only where the class does not define its own; an unhashable default is refused; ``@record(kw_only=True)``
+makes every field keyword-only. Not supported (no record needs them): ``InitVar``, ``init=False`` fields,
+slots, ordering.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def record(cls):
-    """Make ``cls`` a frozen dataclass (see the module's docstring)."""
+def record(cls=None, *, kw_only: bool = False, init: str = "__init__"):
+    """Make ``cls`` a frozen dataclass (see the module's docstring); with ``kw_only``, every field is
+    keyword-only (``dataclass(kw_only=True)``), so a field without a default may follow one with; ``init``
+    names the attribute the generated ``__init__`` goes under (a class whose own ``__init__`` checks its
+    arguments calls it under another name)."""
+    if cls is None:
+        return lambda c: record(c, kw_only=kw_only, init=init)
     fields = {f.name: f for f in getattr(cls, "__dataclass_fields__", {}).values()}  # a base record's first
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
         if _is_classvar(annotation):
@@ -44,13 +50,14 @@ def record(cls):
         if isinstance(value, dataclasses.Field):  # the class keeps a plain default as its attribute, as dataclasses do
             delattr(cls, name) if spec.default is dataclasses.MISSING else setattr(cls, name, spec.default)
         # what dataclasses.fields() reads; _FIELD is private but has marked fields since Python 3.7
-        spec.name, spec.type, spec._field_type = name, annotation, dataclasses._FIELD
+        spec.name, spec.type, spec._field_type, spec.kw_only = name, annotation, dataclasses._FIELD, kw_only
         fields[name] = spec
-    _check_order(fields)
+    if not kw_only:
+        _check_order(fields)
     cls.__dataclass_fields__, cls.__record__ = fields, True
     cls.__record_repr__ = tuple(name for name, f in fields.items() if f.repr)
     cls.__record_key__ = staticmethod(_key([name for name, f in fields.items() if f.compare]))
-    shared = {"__init__": _Lazy(cls), "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
+    shared = {init: _Lazy(cls, init), "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
               "__setattr__": _setattr, "__delattr__": _delattr}
     for method, function in shared.items():
         if method not in cls.__dict__:
@@ -81,22 +88,22 @@ def _hash(self) -> int:
 
 
 class _Lazy:
-    """Stands in a record's class for its ``__init__`` until that is first looked up (to build an instance or
-    read the signature); the lookup compiles it and puts it in the stand-in's place."""
+    """Stands in a record's class for its generated ``__init__`` until that is first looked up (to build an
+    instance or read the signature); the lookup compiles it and puts it in the stand-in's place."""
 
-    __slots__ = ("cls",)
+    __slots__ = ("cls", "name")
 
-    def __init__(self, cls):
-        self.cls = cls
+    def __init__(self, cls, name: str = "__init__"):
+        self.cls, self.name = cls, name
 
     def __get__(self, instance, owner=None):
         cls, fields = self.cls, self.cls.__dataclass_fields__
         namespace = {"_factory": _FACTORY}
         exec(_source(fields, hasattr(cls, "__post_init__"), namespace), namespace)  # noqa: S102 - our own text
         init = namespace["__init__"]
-        init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
+        init.__qualname__, init.__module__ = f"{cls.__qualname__}.{self.name}", cls.__module__
         init.__annotations__ = {**{name: f.type for name, f in fields.items()}, "return": None}
-        cls.__init__ = init
+        setattr(cls, self.name, init)
         return init.__get__(instance, owner)
 
 
@@ -133,6 +140,8 @@ def _source(fields: dict, post_init: bool, namespace: dict) -> str:
                 params.append(name)
             lines.append(f"    __record_dict__['{name}'] = {name}")
     lines.append("    __record_self__.__post_init__()" if post_init else "    pass")
+    if any(f.kw_only is True for f in fields.values()):
+        params.insert(0, "*")
     return (f"def __init__(__record_self__, {', '.join(params)}):\n"
             "    __record_dict__ = __record_self__.__dict__\n" + "\n".join(lines) + "\n")
 

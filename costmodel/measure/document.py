@@ -13,16 +13,16 @@ from pydantic import Field, field_validator, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
-from costmodel.specs.base import Name, Spec, count
+from costmodel.specs.base import Checked, Name, count
 
 Devices = count(bounds.DEVICES)
 Rate = Annotated[float, Field(ge=0, le=bounds.RATE)]
 
 
-class Record(Spec):
+class Record(Checked):
     """A part of a results file: checked like a spec, but fields cost4d does not read are kept."""
 
-    model_config = Spec.model_config | {"extra": "allow"}  # strict like a spec: true is not 1, "0.5" not 0.5
+    model_config = Checked.model_config | {"extra": "allow"}  # strict like a spec: true is not 1, "0.5" not 0.5
 
 
 class Row(Record):

@@ -1,35 +1,126 @@
-"""The pydantic base every spec shares, and the bounded field types the specs are built from.
+"""The bases specs share, and the bounded field types the specs are built from.
 
-Frozen, unknown fields rejected, no inf or NaN (a file's ``1e999`` or ``NaN`` is an error, not a
-number), strict types (``"12"`` is not 12). Every count and rate has the sanity bound of
-``costmodel.inputs.bounds``, so no product the formulas form overflows.
+A spec (model, hardware, recipe, framework profile) is a frozen record (``costmodel.record``) whose field
+annotations carry pydantic's constraints: the numeric path builds shipped specs directly, with no
+validation schema and no pydantic class (issue 14: start-up). A spec read from a file is validated by a
+pydantic model made from the record the first time one is needed (``costmodel.specs.validation``), with the
+same rules as every checked input: frozen, unknown fields rejected, no inf or NaN (a file's ``1e999`` or
+``NaN`` is an error, not a number), strict types (``"12"`` is not 12). Every count and rate has the sanity
+bound of ``costmodel.inputs.bounds``, so no product the formulas form overflows. ``Checked`` is the same
+rules as a pydantic model, for what is validated every time it is made (a layout, a results document).
 """
 
+import dataclasses
 from types import UnionType
 from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from costmodel.inputs import bounds
+from costmodel.record import record
+
+#: the rules every checked input follows
+CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
 
-class Spec(BaseModel):
-    """Frozen spec; a misspelt field is an error, not a silent default."""
+class Checked(BaseModel):
+    """A pydantic model under the rules of every checked input; a misspelt field is an error, not a silent default."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True,
-                              defer_build=True)  # schema built on first use: only the specs a command touches pay
+    model_config = CONFIG | ConfigDict(defer_build=True)  # schema built on first use: only what a command makes pays
+
+
+class _ModelFields:
+    """``Spec.model_fields``: the fields as pydantic describes them (the validating model is built to answer)."""
+
+    def __get__(self, instance, owner):
+        from costmodel.specs.validation import model_of
+
+        return model_of(owner).model_fields
+
+
+class Spec:
+    """A frozen record with pydantic constraints on its fields (see the module's docstring). ``Spec(**fields)``
+    validates, as a pydantic model's constructor does (pydantic.ValidationError names what is wrong); a
+    shipped spec (``builtin``) and a copy (``model_copy``) are built without. It answers the pydantic calls
+    callers and notebooks use: ``model_validate``, ``model_copy(update=...)``, ``model_dump``, ``model_fields``."""
+
+    model_fields = _ModelFields()
+
+    def __init__(self, **fields):
+        from costmodel.specs.validation import validated_fields
+
+        self.__record_init__(**validated_fields(type(self), fields))
+
+    @classmethod
+    def _built(cls, fields: dict):
+        """A spec of ``fields`` as they are (trusted: shipped, copied or validated already)."""
+        spec = cls.__new__(cls)
+        spec.__record_init__(**fields)
+        return spec
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        infos = {**getattr(cls, "__spec_info__", {})}  # a base spec's first
+        for name in cls.__dict__.get("__annotations__", {}):
+            value = cls.__dict__.get(name)
+            if isinstance(value, FieldInfo):  # `x: T = Field(default, description=...)`: the record keeps the default
+                infos[name] = value
+                if value.default_factory is not None:
+                    setattr(cls, name, dataclasses.field(default_factory=value.default_factory))
+                elif value.default is PydanticUndefined:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, value.default)
+        cls.__spec_info__ = infos
+        record(cls, kw_only=True, init="__record_init__")
 
     @classmethod
     def builtin(cls, **fields):
-        """A spec shipped with cost4d (in the code or in ``hardware/``), built without validation so that the
-        numeric path builds no schema for it; tests/test_specs.py validates every one and finds it equal.
-        Nested specs given as tables (and lists of them) are built alike, and a whole number where a float
-        is declared becomes a float, as validation makes it."""
-        made = {name: field.default_factory() for name, field in cls.model_fields.items()
-                if name not in fields and field.default_factory is not None}  # pydantic would inspect the
-        # factory's signature (tokenizing `list`'s text signature: ~5 ms of start-up) to learn how to call it
-        return cls.model_construct(**made, **{name: _shipped(cls.model_fields[name].annotation, value)
-                                              for name, value in fields.items()})
+        """A spec shipped with cost4d (in the code or in ``hardware/``), built without validation;
+        tests/test_specs.py validates every one and finds it equal. Nested specs given as tables (and lists
+        of them) are built alike, and a whole number where a float is declared becomes a float, as
+        validation makes it."""
+        declared = cls.__dataclass_fields__
+        return cls._built({name: _shipped(declared[name].type, value) for name, value in fields.items()})
+
+    @classmethod
+    def model_validate(cls, data):
+        """``data`` validated by the spec's pydantic model (pydantic.ValidationError if it breaks a rule)."""
+        from costmodel.specs.validation import validated
+
+        return validated(cls, data)
+
+    @classmethod
+    def model_validate_json(cls, text: str):
+        import json
+
+        return cls.model_validate(json.loads(text))
+
+    def model_copy(self, update: dict | None = None):
+        """A copy with ``update``'s fields replaced (not validated, as pydantic's)."""
+        return type(self)._built({**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, **(update or {})})
+
+    def model_dump(self, *, exclude: set | None = None, exclude_none: bool = False, mode: str = "python") -> dict:
+        """The fields as plain data, nested specs as dicts (every value is JSON's already, so ``mode`` changes
+        nothing)."""
+        return {f.name: _dumped(getattr(self, f.name), exclude_none) for f in dataclasses.fields(self)
+                if not f.name.startswith("_") and f.name not in (exclude or ())
+                and not (exclude_none and getattr(self, f.name) is None)}
+
+    def model_dump_json(self) -> str:
+        import json
+
+        return json.dumps(self.model_dump(), separators=(",", ":"))
+
+
+def _dumped(value, exclude_none: bool):
+    if isinstance(value, Spec):
+        return value.model_dump(exclude_none=exclude_none)
+    if isinstance(value, (list, tuple)):
+        return [_dumped(v, exclude_none) for v in value]
+    return value
 
 
 def _shipped(annotation, value):

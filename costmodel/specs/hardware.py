@@ -7,7 +7,9 @@ Keys carry their units (``bandwidth_bytes_per_s``); values are stored in base un
 
 from typing import Annotated, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+import dataclasses
+
+from pydantic import Field, field_validator, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.specs.base import Name, Seconds, Spec, Text, count, rate
@@ -178,7 +180,7 @@ class Hardware(Spec):
     nccl: Nccl | None = Field(None, description="price collectives as NCCL's tuner does (GPUs)")
     source: Text = ""
     #: the folder the spec was read from: the one its tables are looked up in (set by the loader)
-    _folder: object = PrivateAttr(None)
+    _folder: object = dataclasses.field(default=None, compare=False, repr=False)
 
     @model_validator(mode="after")
     def _check(self) -> "Hardware":

@@ -7,13 +7,13 @@ from pydantic import Field, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
-from costmodel.specs.base import Spec, count
+from costmodel.specs.base import Checked, count
 
 Degree = count(bounds.DEVICES)
 Steps = count(bounds.STEPS)
 
 
-class Layout(Spec):
+class Layout(Checked):
     """How one training step is spread over devices.
 
     The data axis is dp x fsdp: ``fsdp`` shards state at ZeRO stage ``zero`` (3 = FSDP), ``dp``

@@ -211,8 +211,7 @@ def load_hardware(name: str):
     fields = hardware_fields(path)
     # a shipped device is trusted (tests/test_specs.py validates each): no schema built on the numeric path
     spec = validate(Hardware, fields, str(path)) if _is_path(name) else Hardware.builtin(**fields)
-    spec._folder = path.parent
-    return spec
+    return spec.model_copy(update={"_folder": path.parent})
 
 
 def _named_or_file(kind: str, name: str, cls, named: dict):

@@ -1,7 +1,7 @@
 """Model specs: the FFN stack of the XXL problem and a Llama/GPT-style decoder-only transformer."""
 
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -165,5 +165,3 @@ class Transformer(Spec):
             return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
         return self.head_dim or self.hidden // self.heads
 
-
-Model = Annotated[Union[FFNStack, Transformer], Field(discriminator="kind")]
