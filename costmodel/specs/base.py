@@ -31,6 +31,33 @@ class Checked(BaseModel):
     model_config = CONFIG | ConfigDict(defer_build=True)  # schema built on first use: only what a command makes pays
 
 
+class Declared:
+    """What ``field(...)`` returns: pydantic ``Field(...)``'s arguments, kept until a validating model needs the
+    ``FieldInfo`` (pydantic takes about 8 us to build one, and the spec modules declare about 130)."""
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, args: tuple, kwargs: dict):
+        self.args, self.kwargs = args, kwargs
+
+    def info(self) -> FieldInfo:
+        return Field(*self.args, **self.kwargs)
+
+    @property
+    def default(self):
+        return self.args[0] if self.args else self.kwargs.get("default", PydanticUndefined)
+
+    @property
+    def default_factory(self):
+        return self.kwargs.get("default_factory")
+
+
+def field(*args, **kwargs) -> Declared:
+    """``pydantic.Field`` for a spec's fields, as a default (``x: T = field(1, description=...)``) or in
+    ``Annotated[T, field(gt=0)]``; the same arguments."""
+    return Declared(args, kwargs)
+
+
 class _ModelFields:
     """``Spec.model_fields``: the fields as pydantic describes them (the validating model is built to answer)."""
 
@@ -51,13 +78,25 @@ class Spec:
     def __init__(self, **fields):
         from costmodel.specs.validation import validated_fields
 
-        self.__record_init__(**validated_fields(type(self), fields))
+        self.__dict__.update(type(self)._built(validated_fields(type(self), fields)).__dict__)
 
     @classmethod
     def _built(cls, fields: dict):
-        """A spec of ``fields`` as they are (trusted: shipped, copied or validated already)."""
+        """A spec of ``fields`` as they are (trusted: shipped, copied or validated already), the others at their
+        defaults: no ``__init__`` to compile on the numeric path."""
+        if not fields.keys() <= cls.__dataclass_fields__.keys():
+            raise TypeError(f"{cls.__name__} has no field {sorted(fields.keys() - cls.__dataclass_fields__.keys())}")
         spec = cls.__new__(cls)
-        spec.__record_init__(**fields)
+        values = spec.__dict__
+        for name, f in cls.__dataclass_fields__.items():
+            if name in fields:
+                values[name] = fields[name]
+            elif f.default is not dataclasses.MISSING:
+                values[name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                values[name] = f.default_factory()
+            else:
+                raise TypeError(f"{cls.__name__} needs {name}")
         return spec
 
     def __init_subclass__(cls, **kwargs):
@@ -65,7 +104,8 @@ class Spec:
         infos = {**getattr(cls, "__spec_info__", {})}  # a base spec's first
         for name in cls.__dict__.get("__annotations__", {}):
             value = cls.__dict__.get(name)
-            if isinstance(value, FieldInfo):  # `x: T = Field(default, description=...)`: the record keeps the default
+            if isinstance(value, (FieldInfo, Declared)):  # `x: T = field(default, description=...)`: the record
+                # keeps the default, the validating model the rest
                 infos[name] = value
                 if value.default_factory is not None:
                     setattr(cls, name, dataclasses.field(default_factory=value.default_factory))
@@ -74,7 +114,7 @@ class Spec:
                 else:
                     setattr(cls, name, value.default)
         cls.__spec_info__ = infos
-        record(cls, kw_only=True, init="__record_init__")
+        record(cls, kw_only=True, init="__record_init__")  # its generated __init__ put aside: Spec.__init__ validates
 
     @classmethod
     def builtin(cls, **fields):

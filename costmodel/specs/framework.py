@@ -10,10 +10,8 @@ measured peaks, with the data they were fitted on.
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 from costmodel.specs import EXACT
-from costmodel.specs.base import Name, Spec, Text, elements
+from costmodel.specs.base import Name, Spec, Text, elements, field
 
 MiB = 2**20
 
@@ -27,20 +25,20 @@ class FrameworkTime(Spec):
     TP rank when the pipeline spans nodes. The data-axis traffic runs unoverlapped at data_factor x the
     collective model's time (``cost.step.host_floor``, ``formulas.step.framework_critical_seconds``)."""
 
-    hardware: Name = Field(description="the device its runs were measured on: the time applies there only")
-    kernel_factor: Annotated[float, Field(ge=0.5, le=10)] = Field(
+    hardware: Name = field(description="the device its runs were measured on: the time applies there only")
+    kernel_factor: Annotated[float, field(ge=0.5, le=10)] = field(
         description="each micro-batch's critical path (its kernels and the TP, CP, EP and pipeline traffic on it) "
         "relative to the hardware step model's (fitted)")
-    layer_floor_s: Annotated[float, Field(ge=0, le=1)] = Field(
+    layer_floor_s: Annotated[float, field(ge=0, le=1)] = field(
         description="host-bound floor of one layer's forward and backward per micro-batch, per node the TP "
         "group spans (fitted)")
-    pipeline_tp_rank_s: Annotated[float, Field(ge=0, le=1)] = Field(
+    pipeline_tp_rank_s: Annotated[float, field(ge=0, le=1)] = field(
         description="added to the floor per TP rank when the pipeline spans nodes (fitted; empirical)")
-    data_factor: Annotated[float, Field(ge=0, le=100)] = Field(
+    data_factor: Annotated[float, field(ge=0, le=100)] = field(
         description="data-axis traffic, unoverlapped, as a multiple of the collective model's time (fitted)")
-    error_low: Annotated[float, Field(ge=-0.99, le=0)] = Field(
+    error_low: Annotated[float, field(ge=-0.99, le=0)] = field(
         description="5th percentile of predicted / measured - 1 over the fitted runs")
-    error_high: Annotated[float, Field(ge=0, le=10)] = Field(
+    error_high: Annotated[float, field(ge=0, le=10)] = field(
         description="95th percentile of predicted / measured - 1 over the fitted runs")
     fitted_on: Text = ""
 
@@ -50,58 +48,58 @@ class Framework(Spec):
 
     name: Name
     description: Text = ""
-    recipe: Name | None = Field(None, description="the precision recipe the framework trains with, if fixed")
-    split: Literal["even", "compute"] = Field("even", description="how it spreads layers over pipeline stages")
-    attention_kernel: Name | None = Field(
+    recipe: Name | None = field(None, description="the precision recipe the framework trains with, if fixed")
+    split: Literal["even", "compute"] = field("even", description="how it spreads layers over pipeline stages")
+    attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")
-    ddp_buckets: bool = Field(False, description="DDP's gradient buckets when the data axis does not shard state")
-    zero1_gather: bool = Field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
-    loss_upcast: Literal["none", "copy", "in-place"] = Field(
+    ddp_buckets: bool = field(False, description="DDP's gradient buckets when the data axis does not shard state")
+    zero1_gather: bool = field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
+    loss_upcast: Literal["none", "copy", "in-place"] = field(
         "none", description="logits cast to fp32 for the loss: copy (the max is subtracted out of place: the "
         "low-precision logits and the fp32 copy are transients) or in-place (only the low-precision logits are)")
-    wgrad_cache: bool = Field(False, description="Transformer Engine's cached dummy weight gradients")
-    p2p_buffers: bool = Field(False, description="pipeline receive buffers (activation and gradient)")
-    fsdp_buffers: bool = Field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
-    reduce_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype FSDP reduce-scatters gradients in")
-    sp_gather_buffer: bool = Field(False, description="a persistent buffer SP gathers layer inputs into")
-    schedules: list[Literal["gpipe", "1f1b", "interleaved", "zb-h1"]] | None = Field(
+    wgrad_cache: bool = field(False, description="Transformer Engine's cached dummy weight gradients")
+    p2p_buffers: bool = field(False, description="pipeline receive buffers (activation and gradient)")
+    fsdp_buffers: bool = field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
+    reduce_dtype: Literal["fp32", "bf16"] = field("fp32", description="dtype FSDP reduce-scatters gradients in")
+    sp_gather_buffer: bool = field(False, description="a persistent buffer SP gathers layer inputs into")
+    schedules: list[Literal["gpipe", "1f1b", "interleaved", "zb-h1"]] | None = field(
         None, description="the pipeline schedules its engine runs (None: any)")
-    hybrid_zero_min: Annotated[int, Field(ge=0, le=4)] = Field(
+    hybrid_zero_min: Annotated[int, field(ge=0, le=4)] = field(
         0, description="the lowest ZeRO stage it shards within replicas (--dp with --fsdp); 4: never")
-    pipeline_zero_max: Annotated[int, Field(ge=0, le=3)] = Field(
+    pipeline_zero_max: Annotated[int, field(ge=0, le=3)] = field(
         3, description="the highest ZeRO stage its pipeline engine runs with (--pp > 1)")
-    zero_buffers: bool = Field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
+    zero_buffers: bool = field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
                                "output layer's whole gradient, the step's gradient copies and ZeRO-3's gathered "
                                "parameters")
-    reduce_bucket_size: elements(0) = Field(
+    reduce_bucket_size: elements(0) = field(
         500_000_000, description="DeepSpeed reduce_bucket_size: elements in the contiguous gradient bucket")
-    overlap_comm: bool | None = Field(
+    overlap_comm: bool | None = field(
         None, description="DeepSpeed overlap_comm (two gradient buckets at stages 1-2); None: its default, on at "
         "stage 3 only")
-    prefetch_bucket_size: elements(0) = Field(
+    prefetch_bucket_size: elements(0) = field(
         50_000_000, description="DeepSpeed stage3_prefetch_bucket_size: parameters gathered ahead, elements")
-    sub_group_size: elements(1) = Field(
+    sub_group_size: elements(1) = field(
         1_000_000_000, description="DeepSpeed sub_group_size: elements ZeRO-3's step casts to fp32 at a time (plus one "
         "parameter)")
-    max_live_parameters: elements(0) = Field(
+    max_live_parameters: elements(0) = field(
         1_000_000_000, description="DeepSpeed stage3_max_live_parameters: gathered parameters at most, elements")
-    optimizer_step: Literal["fused", "foreach", "for-loop"] = Field(
+    optimizer_step: Literal["fused", "foreach", "for-loop"] = field(
         "fused", description="how the optimizer steps: foreach keeps one parameter-sized temporary")
-    activation_factor: Annotated[float, Field(ge=1, le=10)] = Field(
+    activation_factor: Annotated[float, field(ge=1, le=10)] = field(
         1.0, description="a: reserved bytes per byte of saved activations (fitted)")
-    reserve_bytes: Annotated[float, Field(ge=0, le=2**40)] = Field(
+    reserve_bytes: Annotated[float, field(ge=0, le=2**40)] = field(
         0.0, description="reserved bytes beyond every named term (fitted)")
-    error_low: Annotated[float, Field(ge=-0.99, le=0)] = Field(
+    error_low: Annotated[float, field(ge=-0.99, le=0)] = field(
         0.0, description="5th percentile of predicted / measured - 1 over the fitted runs")
-    error_high: Annotated[float, Field(ge=0, le=10)] = Field(
+    error_high: Annotated[float, field(ge=0, le=10)] = field(
         0.0, description="95th percentile of predicted / measured - 1 over the fitted runs")
-    context_bytes: Annotated[float, Field(ge=0, le=2**40)] = Field(
+    context_bytes: Annotated[float, field(ge=0, le=2**40)] = field(
         0.0, description="CUDA context and library workspaces, outside torch's allocator")
-    nccl_communicators: Annotated[int, Field(ge=0, le=64)] = Field(0, description="NCCL communicators per process")
-    nccl_channels: Annotated[int, Field(ge=0, le=64)] = Field(0, description="channels per communicator")
-    nccl_buffsize: Annotated[int, Field(ge=0, le=2**30)] = Field(4 * MiB, description="NCCL_BUFFSIZE")
-    time: FrameworkTime | None = Field(None, description="its step time beyond the hardware's step model")
+    nccl_communicators: Annotated[int, field(ge=0, le=64)] = field(0, description="NCCL communicators per process")
+    nccl_channels: Annotated[int, field(ge=0, le=64)] = field(0, description="channels per communicator")
+    nccl_buffsize: Annotated[int, field(ge=0, le=2**30)] = field(4 * MiB, description="NCCL_BUFFSIZE")
+    time: FrameworkTime | None = field(None, description="its step time beyond the hardware's step model")
     fitted_on: Text = ""
     source: Text = ""
 

@@ -5,14 +5,13 @@ Keys carry their units (``bandwidth_bytes_per_s``); values are stored in base un
 """
 
 
+import dataclasses
 from typing import Annotated, Literal
 
-import dataclasses
-
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from costmodel.inputs import bounds
-from costmodel.specs.base import Name, Seconds, Spec, Text, count, rate
+from costmodel.specs.base import Name, Seconds, Spec, Text, count, field, rate
 
 Flops = rate(bounds.FLOPS)
 Bandwidth = rate(bounds.BANDWIDTH)
@@ -36,11 +35,11 @@ class PeakFlops(Spec):
 class HBM(Spec):
     """High-bandwidth memory of one device."""
 
-    capacity_bytes: Annotated[int, Field(ge=2**20, le=2**60)] = Field(description="nominal capacity (bytes)")
-    usable_bytes: Annotated[int, Field(ge=2**20, le=2**60)] | None = Field(
+    capacity_bytes: Annotated[int, field(ge=2**20, le=2**60)] = field(description="nominal capacity (bytes)")
+    usable_bytes: Annotated[int, field(ge=2**20, le=2**60)] | None = field(
         None, description="what the driver or runtime exposes (bytes), where a source gives it")
-    bandwidth_bytes_per_s: Bandwidth = Field(description="HBM bandwidth (B/s)")
-    marketed_gb: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
+    bandwidth_bytes_per_s: Bandwidth = field(description="HBM bandwidth (B/s)")
+    marketed_gb: Annotated[float, field(gt=0, le=1e9)] | None = field(
         None, description="the capacity as marketed, in the vendor's 'GB' (80 for 'H100 80GB')")
     source: Text
 
@@ -55,20 +54,20 @@ class NetworkLevel(Spec):
     name: Name
     kind: Literal["nvlink", "xgmi", "neuronlink", "ici", "pcie", "infiniband", "ethernet", "efa", "dcn"]
     bandwidth_bytes_per_s: Bandwidth
-    domain_size: Devices | None = Field(
+    domain_size: Devices | None = field(
         None, description="devices connected at this level; None = unbounded scale-out")
-    torus_axes: Annotated[int, Field(gt=0, le=8)] | None = Field(None, description="ICI only: torus dimensions")
-    max_shape: Annotated[list[Devices], Field(max_length=8)] | None = Field(None, description="ICI only: largest slice")
-    wraparound: bool | None = Field(None, description="ICI only: whether full axes wrap around")
-    nvls: bool = Field(False, description="in-switch reduction (NVLink SHARP) available at this level")
-    latency_s: Seconds | None = Field(
+    torus_axes: Annotated[int, field(gt=0, le=8)] | None = field(None, description="ICI only: torus dimensions")
+    max_shape: Annotated[list[Devices], field(max_length=8)] | None = field(None, description="ICI only: largest slice")
+    wraparound: bool | None = field(None, description="ICI only: whether full axes wrap around")
+    nvls: bool = field(False, description="in-switch reduction (NVLink SHARP) available at this level")
+    latency_s: Seconds | None = field(
         None, description="fixed cost of one ring collective at this level (s); None = not known (0)")
-    hop_latency_s: Seconds | None = Field(
+    hop_latency_s: Seconds | None = field(
         None, description="added per ring step (n - 1 steps per pass) (s); None = not known (0)")
-    nvls_latency_s: Seconds | None = Field(
+    nvls_latency_s: Seconds | None = field(
         None, description="fixed cost of one NVLS all-reduce (s); None = not known (0)")
-    latency_source: Text = Field("", description="where the latency figures come from")
-    efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+    latency_source: Text = field("", description="where the latency figures come from")
+    efficiency: Annotated[float, field(gt=0, le=1)] | None = field(
         None, description="fraction of bandwidth_bytes_per_s a ring achieves; None = not known (1)")
     source: Text
 
@@ -81,45 +80,45 @@ class Calibration(Spec):
     level: Name
     ranks: Devices
     latency_s: Seconds
-    bandwidth_bytes_per_s: Bandwidth | None = Field(
+    bandwidth_bytes_per_s: Bandwidth | None = field(
         description="B in the algorithm's time formula (null: time does not grow with size, or model nccl)")
-    model: Literal["ring", "nccl"] = Field(
+    model: Literal["ring", "nccl"] = field(
         "ring", description="ring: t = latency_s + c S / B on this level and group size; nccl: t = latency_s + "
         "scale x NCCL's tuned time, for any group on this level (it carries over to other sizes of group)")
-    scale: Annotated[float, Field(ge=0, le=1e3)] | None = Field(None, description="model nccl: the factor on NCCL's time")
-    median_abs_error_pct: Annotated[float, Field(ge=0, le=1e6)]
+    scale: Annotated[float, field(ge=0, le=1e3)] | None = field(None, description="model nccl: the factor on NCCL's time")
+    median_abs_error_pct: Annotated[float, field(ge=0, le=1e6)]
     source: Text
 
 
 class StepModel(Spec):
     """Parameters of the step-time model beyond peak FLOP/s and bandwidths, with where they came from."""
 
-    matmul_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+    matmul_efficiency: Annotated[float, field(gt=0, le=1)] | None = field(
         None, description="achieved / dense peak for large matmuls, when no measured table is given")
-    matmul_table: Name | None = Field(
+    matmul_table: Name | None = field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
-    attention_table: Name | None = Field(
+    attention_table: Name | None = field(
         None, description="measured flash-attention throughput CSV (kernel,direction,causal,head_dim,seq,tflops), "
         "relative to the hardware folder; without one, attention's matmuls run at the GEMM efficiency")
-    attention_kernel: Name | None = Field(
+    attention_kernel: Name | None = field(
         None, description="the table's kernel a step runs unless the framework or --attention-kernel says "
         "otherwise (cudnn: Transformer Engine's fused attention, as NeMo/Megatron run it; fa2; fa3)")
-    sustained_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+    sustained_fraction: Annotated[float, field(gt=0, le=1)] = field(
         1.0, description="fraction of the matmul throughput in the table (or matmul_efficiency) that a whole "
         "training step sustains: isolated GEMM benchmarks run at boost clocks, a step at power-limited ones")
-    fp8_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+    fp8_efficiency: Annotated[float, field(gt=0, le=1)] | None = field(
         None, description="fp8 linear layers (Transformer Engine, per-tensor scaling): achieved fp8 throughput "
         "over fp8 peak x the bf16 efficiency of the same shape, casts and amax included (None: no fp8 model)")
-    fp8_error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
+    fp8_error_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
         None, description="as error_low, for --precision fp8 (its own fit's rows)")
-    fp8_error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
+    fp8_error_high: Annotated[float, field(ge=0, le=10)] | None = field(
         None, description="as error_high, for --precision fp8")
-    error_low: Annotated[float, Field(ge=-0.99, le=0)] | None = Field(
+    error_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
         None, description="smallest predicted / measured - 1 of the fit's rows, held out and fitted (the printed band)")
-    error_high: Annotated[float, Field(ge=0, le=10)] | None = Field(
+    error_high: Annotated[float, field(ge=0, le=10)] | None = field(
         None, description="largest predicted / measured - 1 of the fit's rows, held out and fitted")
-    hbm_efficiency: Annotated[float, Field(gt=0, le=1)] = Field(
+    hbm_efficiency: Annotated[float, field(gt=0, le=1)] = field(
         description="the fraction of HBM bandwidth memory-bound kernels (norms, activations, residual adds, "
         "the optimizer step) achieve: a measured copy or elementwise kernel's bandwidth over the spec's")
     source: Text
@@ -141,20 +140,20 @@ class StepModel(Spec):
 class Nccl(Spec):
     """The system as NCCL sees it, for pricing collectives with NCCL's own tuner (cost/nccl.py)."""
 
-    topology: Literal["hgx-h100", "aws-p5", "hgx-a100", "aws-p4de"] = Field(
+    topology: Literal["hgx-h100", "aws-p5", "hgx-a100", "aws-p4de"] = field(
         description="the graphs NCCL's search builds on this system (presets in formulas/nccl_topologies.py)")
-    version: Name = Field(description="the NCCL release the system runs (major.minor.patch, 2.19.0 or later): its "
+    version: Name = field(description="the NCCL release the system runs (major.minor.patch, 2.19.0 or later): its "
                           "tuner decides; releases before 2.26.2 differ where formulas/nccl_versions.py says, later "
                           "ones are priced with 2.26.2's model")
-    version_source: Text = Field("", description="where the release comes from (a log's header overrides it)")
-    launch_s: Seconds | None = Field(
+    version_source: Text = field("", description="where the release comes from (a log's header overrides it)")
+    launch_s: Seconds | None = field(
         None, description="host time to launch one GPU's share of a collective: no collective takes less, and "
         "one thread driving G GPUs (nccl-tests -g G) takes at least G of these; None = not known (0)")
-    launch_source: Text = Field("", description="where launch_s comes from")
-    network_latency_s: Seconds | None = Field(
+    launch_source: Text = field("", description="where launch_s comes from")
+    network_latency_s: Seconds | None = field(
         None, description="what one network hop takes, measured, where it differs from the latency the NIC "
         "plugin declares (NCCL picks algorithms with the declared one; the time uses this); None = the declared")
-    network_latency_source: Text = Field("", description="where network_latency_s comes from")
+    network_latency_source: Text = field("", description="where network_latency_s comes from")
     source: Text
 
     @field_validator("version")
@@ -174,10 +173,10 @@ class Hardware(Spec):
     kind: Literal["gpu", "tpu"]
     peak_flops: PeakFlops
     hbm: HBM
-    network: list[NetworkLevel] = Field(min_length=1, max_length=8, description="fastest level first")
-    calibration: list[Calibration] = Field(default_factory=list, description="fitted by cost4d validate --fit")
-    step_model: StepModel | None = Field(None, description="what `cost4d step` needs beyond the datasheet")
-    nccl: Nccl | None = Field(None, description="price collectives as NCCL's tuner does (GPUs)")
+    network: list[NetworkLevel] = field(min_length=1, max_length=8, description="fastest level first")
+    calibration: list[Calibration] = field(default_factory=list, description="fitted by cost4d validate --fit")
+    step_model: StepModel | None = field(None, description="what `cost4d step` needs beyond the datasheet")
+    nccl: Nccl | None = field(None, description="price collectives as NCCL's tuner does (GPUs)")
     source: Text = ""
     #: the folder the spec was read from: the one its tables are looked up in (set by the loader)
     _folder: object = dataclasses.field(default=None, compare=False, repr=False)

@@ -3,10 +3,10 @@
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from costmodel.inputs import bounds
-from costmodel.specs.base import Name, Spec, Text, count
+from costmodel.specs.base import Name, Spec, Text, count, field
 
 Width = count(bounds.WIDTH)
 
@@ -19,20 +19,20 @@ class FFNStack(Spec):
     """
 
     kind: Literal["ffn"] = "ffn"
-    name: Name = Field(description="short name used on the command line")
+    name: Name = field(description="short name used on the command line")
     description: Text = ""
-    d_model: Width = Field(description="D, width of the residual stream (elements)")
-    d_ff: Width = Field(description="F, hidden width of each block (elements)")
-    layers: count(bounds.LAYERS) = Field(description="L, number of blocks")
-    gated: bool = Field(False, description="third D x F matrix, multiplied in elementwise (GLU)")
-    activation: Literal["none", "relu", "gelu", "silu"] = Field(
+    d_model: Width = field(description="D, width of the residual stream (elements)")
+    d_ff: Width = field(description="F, hidden width of each block (elements)")
+    layers: count(bounds.LAYERS) = field(description="L, number of blocks")
+    gated: bool = field(False, description="third D x F matrix, multiplied in elementwise (GLU)")
+    activation: Literal["none", "relu", "gelu", "silu"] = field(
         "none", description="nonlinearity between the matrices; XXL has none")
-    input_requires_grad: bool = Field(
+    input_requires_grad: bool = field(
         False,
         description="whether the stack's input needs a gradient (true when something trainable "
         "sits before it). When false, as for XXL, autograd skips the first layer's "
         "input-gradient matmul and does not save that layer's weight copy.")
-    source: Text = Field("", description="where the numbers come from")
+    source: Text = field("", description="where the numbers come from")
 
     @property
     def width(self) -> int:
@@ -56,15 +56,15 @@ class MoE(Spec):
     Dai et al. 2024, arXiv:2401.06066 (DeepSeekMoE: shared experts).
     """
 
-    experts: count(bounds.EXPERTS) = Field(description="E, routed experts per MoE layer")
-    top_k: count(bounds.EXPERTS) = Field(description="k, routed experts each token uses")
-    expert_ffn_hidden: Width = Field(description="F_e, hidden width of one routed expert's MLP (elements)")
-    shared_ffn_hidden: Annotated[int, Field(ge=0, le=bounds.WIDTH)] = Field(
+    experts: count(bounds.EXPERTS) = field(description="E, routed experts per MoE layer")
+    top_k: count(bounds.EXPERTS) = field(description="k, routed experts each token uses")
+    expert_ffn_hidden: Width = field(description="F_e, hidden width of one routed expert's MLP (elements)")
+    shared_ffn_hidden: Annotated[int, field(ge=0, le=bounds.WIDTH)] = field(
         0, description="F_s, hidden width of the shared experts together (one MLP every token uses; 0: none)")
-    shared_gate: bool = Field(False, description="a D -> 1 sigmoid gate scales the shared experts' output (Qwen2-MoE)")
-    dense_layers: Annotated[int, Field(ge=0, le=bounds.LAYERS)] = Field(
+    shared_gate: bool = field(False, description="a D -> 1 sigmoid gate scales the shared experts' output (Qwen2-MoE)")
+    dense_layers: Annotated[int, field(ge=0, le=bounds.LAYERS)] = field(
         0, description="the first layers keep a dense MLP of ffn_hidden (DeepSeek-V3: 3)")
-    capacity_factor: Annotated[float, Field(ge=1, le=1024)] | None = Field(
+    capacity_factor: Annotated[float, field(ge=1, le=1024)] | None = field(
         None, description="tokens an expert takes, as a multiple of its even share T k / E; the rest are dropped "
         "and short experts padded (Fedus et al. 2021). None: dropless (Mixtral, DeepSeek-V3)")
 
@@ -80,56 +80,56 @@ class MLA(Spec):
     normed, and up to the heads; each head's query and key are a non-rotary part and a rotary part, the
     rotary key shared by all heads. Source: DeepSeek-AI 2024, arXiv:2405.04434 (DeepSeek-V2), Sec. 2.1.2-2.1.3."""
 
-    q_lora_rank: Annotated[int, Field(ge=0, le=bounds.WIDTH)] = Field(
+    q_lora_rank: Annotated[int, field(ge=0, le=bounds.WIDTH)] = field(
         description="d_c', the query latent (0: queries projected from D directly)")
-    kv_lora_rank: Width = Field(description="d_c, the key/value latent")
-    qk_nope_head_dim: Width = Field(description="d_h, each head's non-rotary query/key width")
-    qk_rope_head_dim: Width = Field(description="d_h^R, each head's rotary query/key width (the key's is shared)")
-    v_head_dim: Width = Field(description="each head's value width")
+    kv_lora_rank: Width = field(description="d_c, the key/value latent")
+    qk_nope_head_dim: Width = field(description="d_h, each head's non-rotary query/key width")
+    qk_rope_head_dim: Width = field(description="d_h^R, each head's rotary query/key width (the key's is shared)")
+    v_head_dim: Width = field(description="each head's value width")
 
 
 class Transformer(Spec):
     """Decoder-only transformer: Llama style (RMSNorm, SwiGLU, RoPE, GQA) or GPT style; MoE MLPs optional."""
 
     kind: Literal["transformer"] = "transformer"
-    name: Name = Field(description="short name used on the command line")
+    name: Name = field(description="short name used on the command line")
     description: Text = ""
-    hidden: Width = Field(description="D = h, width of the residual stream (elements)")
-    ffn_hidden: Width = Field(description="F, MLP hidden width (elements)")
-    layers: count(bounds.LAYERS) = Field(description="L, number of transformer blocks")
-    heads: count(bounds.HEADS) = Field(description="a, query heads")
-    kv_heads: count(bounds.HEADS) = Field(description="key/value heads (GQA); equal to heads for MHA")
-    head_dim: Width | None = Field(
+    hidden: Width = field(description="D = h, width of the residual stream (elements)")
+    ffn_hidden: Width = field(description="F, MLP hidden width (elements)")
+    layers: count(bounds.LAYERS) = field(description="L, number of transformer blocks")
+    heads: count(bounds.HEADS) = field(description="a, query heads")
+    kv_heads: count(bounds.HEADS) = field(description="key/value heads (GQA); equal to heads for MHA")
+    head_dim: Width | None = field(
         None, description="elements per head; default hidden / heads")
-    vocab: count(bounds.VOCAB) = Field(description="V, vocabulary size (tokens)")
-    tied_embeddings: bool = Field(False, description="output projection shares the embedding matrix")
-    mlp: Literal["swiglu", "gelu"] = Field("swiglu", description="MLP: SwiGLU (3 matrices) or GeLU (2)")
-    norm: Literal["rmsnorm", "layernorm"] = Field(
+    vocab: count(bounds.VOCAB) = field(description="V, vocabulary size (tokens)")
+    tied_embeddings: bool = field(False, description="output projection shares the embedding matrix")
+    mlp: Literal["swiglu", "gelu"] = field("swiglu", description="MLP: SwiGLU (3 matrices) or GeLU (2)")
+    norm: Literal["rmsnorm", "layernorm"] = field(
         "rmsnorm", description="RMSNorm (weight only) or LayerNorm (weight and bias)")
-    bias: bool = Field(False, description="linear layers carry biases (GPT-2/3 do, Llama does not)")
-    qkv_bias: bool = Field(False, description="only the Q, K, V projections carry biases (Qwen2)")
-    attention_bias: bool = Field(False, description="Q, K, V and the output projection carry biases, the MLP "
+    bias: bool = field(False, description="linear layers carry biases (GPT-2/3 do, Llama does not)")
+    qkv_bias: bool = field(False, description="only the Q, K, V projections carry biases (Qwen2)")
+    attention_bias: bool = field(False, description="Q, K, V and the output projection carry biases, the MLP "
                                  "not (Hugging Face Llama/Mistral attention_bias)")
-    mlp_bias: bool = Field(False, description="the MLP's projections carry biases (Hugging Face Llama mlp_bias)")
-    position: Literal["rope", "learned"] = Field(
+    mlp_bias: bool = field(False, description="the MLP's projections carry biases (Hugging Face Llama mlp_bias)")
+    position: Literal["rope", "learned"] = field(
         "rope", description="rotary (no parameters) or learned absolute position embeddings")
-    max_position: count(bounds.SEQUENCE) | None = Field(
+    max_position: count(bounds.SEQUENCE) | None = field(
         None, description="positions of a learned position table (tokens); needed for 'learned'")
-    seq_len: count(bounds.SEQUENCE) = Field(description="s, training sequence length (tokens)")
-    dropout: bool = Field(False, description="dropout after attention and MLP (GPT); Llama trains without")
-    qk_norm: bool = Field(False, description="RMSNorm of d_h weights on each query and key head (Qwen3)")
-    fused_projections: bool = Field(
+    seq_len: count(bounds.SEQUENCE) = field(description="s, training sequence length (tokens)")
+    dropout: bool = field(False, description="dropout after attention and MLP (GPT); Llama trains without")
+    qk_norm: bool = field(False, description="RMSNorm of d_h weights on each query and key head (Qwen3)")
+    fused_projections: bool = field(
         False, description="Q, K, V computed by one matmul and gate, up by one (Megatron's linear_qkv, linear_fc1); "
         "under autocast each reads one bf16 cast of the norm output instead of one per projection (Hugging Face "
         "models project separately)")
-    block: Literal["sequential", "parallel", "parallel-two-norms"] = Field(
+    block: Literal["sequential", "parallel", "parallel-two-norms"] = field(
         "sequential", description="how attention and MLP combine: sequential x + attn(n1(x)), then + mlp(n2(.)) "
         "(Llama, GPT); parallel x + attn(n(x)) + mlp(n(x)) with one norm (GPT-J, PaLM, Falcon-7B); "
         "parallel-two-norms x + attn(n1(x)) + mlp(n2(x)) (GPT-NeoX, Pythia, Falcon-40B)")
-    moe: MoE | None = Field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
-    mla: MLA | None = Field(None, description="multi-head latent attention in place of GQA (heads and kv_heads "
+    moe: MoE | None = field(None, description="mixture-of-experts MLPs (None: every MLP dense)")
+    mla: MLA | None = field(None, description="multi-head latent attention in place of GQA (heads and kv_heads "
                             "equal; head_dim unused)")
-    source: Text = Field("", description="where the numbers come from")
+    source: Text = field("", description="where the numbers come from")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "Transformer":

@@ -3,9 +3,7 @@
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
-from costmodel.specs.base import Name, Spec, Text
+from costmodel.specs.base import Name, Spec, Text, field
 from costmodel.units import dtype_bytes
 
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "none"]
@@ -16,18 +14,18 @@ class Recipe(Spec):
 
     name: Name
     description: Text = ""
-    compute: Dtype = Field("bf16", description="dtype the matmuls run in; weights are cast to it")
-    compute_weights: Literal["transient", "persistent"] = Field(
+    compute: Dtype = field("bf16", description="dtype the matmuls run in; weights are cast to it")
+    compute_weights: Literal["transient", "persistent"] = field(
         "transient",
         description="transient: autocast casts the master weights at each use (nothing kept); "
         "persistent: a low-precision copy of the weights is kept as the model's parameters")
-    master: Dtype = Field("fp32", description="dtype of the master weights the optimizer updates")
-    grads: Dtype = Field("fp32", description="dtype of the accumulated gradients kept between steps")
-    grad_comm: Dtype = Field("bf16", description="dtype gradients are reduced in")
-    optimizer: Name = Field("adamw", description="optimizer name, for the record")
-    optimizer_states: Annotated[int, Field(ge=0, le=16)] = Field(2, description="states per parameter (Adam: m and v)")
-    optimizer_dtype: Dtype = Field("fp32", description="dtype of each optimizer state")
-    activations: Dtype = Field("bf16", description="dtype of activations saved for backward")
+    master: Dtype = field("fp32", description="dtype of the master weights the optimizer updates")
+    grads: Dtype = field("fp32", description="dtype of the accumulated gradients kept between steps")
+    grad_comm: Dtype = field("bf16", description="dtype gradients are reduced in")
+    optimizer: Name = field("adamw", description="optimizer name, for the record")
+    optimizer_states: Annotated[int, field(ge=0, le=16)] = field(2, description="states per parameter (Adam: m and v)")
+    optimizer_dtype: Dtype = field("fp32", description="dtype of each optimizer state")
+    activations: Dtype = field("bf16", description="dtype of activations saved for backward")
     source: Text = ""
 
     # bytes per element, derived once from the dtypes

@@ -17,7 +17,7 @@ from types import UnionType
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from costmodel.specs.base import CONFIG, Spec
+from costmodel.specs.base import CONFIG, Declared, Spec
 
 
 @functools.cache
@@ -29,6 +29,8 @@ def model_of(cls: type) -> type[BaseModel]:
         if f.name.startswith("_"):  # set by the loader, not read from a file
             continue
         info = cls.__spec_info__.get(f.name)
+        if isinstance(info, Declared):
+            info = info.info()
         if info is None:
             info = Field(f.default) if f.default is not dataclasses.MISSING else (
                 Field(default_factory=f.default_factory) if f.default_factory is not dataclasses.MISSING else Field())
@@ -84,7 +86,8 @@ def _mapped(annotation):
         return model_of(annotation)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return typing.Annotated[(_mapped(args[0]), *annotation.__metadata__)]
+        return typing.Annotated[(_mapped(args[0]), *(m.info() if isinstance(m, Declared) else m
+                                                     for m in annotation.__metadata__))]
     if origin in (typing.Union, UnionType):
         return typing.Union[tuple(_mapped(a) for a in args)]
     if origin is list:
