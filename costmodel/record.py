@@ -31,11 +31,10 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def record(cls=None, *, kw_only: bool = False, init: str = "__init__"):
+def record(cls=None, *, kw_only: bool = False, init: bool = True):
     """Make ``cls`` a frozen dataclass (see the module's docstring); with ``kw_only``, every field is
-    keyword-only (``dataclass(kw_only=True)``), so a field without a default may follow one with; ``init``
-    names the attribute the generated ``__init__`` goes under (a class whose own ``__init__`` checks its
-    arguments calls it under another name)."""
+    keyword-only (``dataclass(kw_only=True)``), so a field without a default may follow one with; with
+    ``init=False`` no ``__init__`` is generated (the class builds its instances itself)."""
     if cls is None:
         return lambda c: record(c, kw_only=kw_only, init=init)
     fields = {f.name: f for f in getattr(cls, "__dataclass_fields__", {}).values()}  # a base record's first
@@ -57,10 +56,10 @@ def record(cls=None, *, kw_only: bool = False, init: str = "__init__"):
     cls.__dataclass_fields__, cls.__record__ = fields, True
     cls.__record_repr__ = tuple(name for name, f in fields.items() if f.repr)
     cls.__record_key__ = staticmethod(_key([name for name, f in fields.items() if f.compare]))
-    shared = {init: _Lazy(cls, init), "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
+    shared = {"__init__": _Lazy(cls) if init else None, "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
               "__setattr__": _setattr, "__delattr__": _delattr}
     for method, function in shared.items():
-        if method not in cls.__dict__:
+        if method not in cls.__dict__ and function is not None:
             setattr(cls, method, function)
     return cls
 
@@ -91,19 +90,19 @@ class _Lazy:
     """Stands in a record's class for its generated ``__init__`` until that is first looked up (to build an
     instance or read the signature); the lookup compiles it and puts it in the stand-in's place."""
 
-    __slots__ = ("cls", "name")
+    __slots__ = ("cls",)
 
-    def __init__(self, cls, name: str = "__init__"):
-        self.cls, self.name = cls, name
+    def __init__(self, cls):
+        self.cls = cls
 
     def __get__(self, instance, owner=None):
         cls, fields = self.cls, self.cls.__dataclass_fields__
         namespace = {"_factory": _FACTORY}
         exec(_source(fields, hasattr(cls, "__post_init__"), namespace), namespace)  # noqa: S102 - our own text
         init = namespace["__init__"]
-        init.__qualname__, init.__module__ = f"{cls.__qualname__}.{self.name}", cls.__module__
+        init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
         init.__annotations__ = {**{name: f.type for name, f in fields.items()}, "return": None}
-        setattr(cls, self.name, init)
+        cls.__init__ = init
         return init.__get__(instance, owner)
 
 

@@ -1,6 +1,8 @@
 """Specs: every built-in model and shipped device validates; unknown fields are rejected."""
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -9,7 +11,7 @@ from costmodel.specs.catalog import BUILTIN_MODELS
 from costmodel.specs.framework import FRAMEWORKS, Framework
 from costmodel.specs.hardware import Hardware
 from costmodel.specs.load import builtin_model, hardware_dir, hardware_fields, hardware_names, load_hardware, read_file
-from costmodel.specs.model import FFNStack, Transformer
+from costmodel.specs.model import FFNStack, MoE, Transformer
 from costmodel.specs.recipe import RECIPES, Recipe
 
 
@@ -76,3 +78,28 @@ def test_an_extension_with_another_capacity_drops_the_bases_usable_and_marketed_
     path.write_text('extends = "h100-sxm"\nname = "my-h100"\n[hbm]\ncapacity_bytes = 100000000000\n'
                     'usable_bytes = 99000000000\n')
     assert load_hardware(str(path)).hbm.usable_bytes == 99 * 10**9
+
+
+def test_a_spec_built_directly_is_validated_and_nested_specs_may_be_specs_or_tables():
+    """Spec(...) validates as a pydantic model's constructor does; builtin() and model_copy() do not (trusted)."""
+    moe = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024}
+    fields = dict(name="t", hidden=512, ffn_hidden=1024, layers=4, heads=8, kv_heads=8, vocab=1000, seq_len=256)
+    from_table, from_spec = Transformer(**fields, moe=moe), Transformer(**fields, moe=MoE(**moe))
+    assert from_table == from_spec == Transformer.builtin(**fields, moe=moe) and isinstance(from_table.moe, MoE)
+    with pytest.raises(ValidationError, match="top_k=9 is more than experts=8"):
+        Transformer(**fields, moe={**moe, "top_k": 9})
+    with pytest.raises(ValidationError, match="greater than 0"):
+        FFNStack(name="x", d_model=0, d_ff=1, layers=1)
+    assert from_table.model_copy(update={"layers": 0}).layers == 0  # a copy is not validated, as pydantic's is not
+    assert Transformer.model_validate_json(from_table.model_dump_json()) == from_table
+    assert from_table.model_dump(exclude={"moe"}).keys() == Transformer.model_fields.keys() - {"moe"}
+    assert Transformer.model_fields["hidden"].description.startswith("D = h")
+
+
+def test_the_numeric_path_builds_no_validating_model_for_shipped_specs():
+    code = ("import sys\nfrom costmodel.cli import main\nsys.argv = ['cost4d'] + sys.argv[1:]\ntry:\n    main()\n"
+            "except SystemExit:\n    pass\nprint('costmodel.specs.validation' in sys.modules, file=sys.stderr)")
+    for args in (["step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens", "8192"],
+                 ["memory", "--model", "mixtral-8x7b", "--framework", "nanotron", "--hardware", "aws-p5"]):
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+        assert done.returncode == 0 and done.stderr.strip().splitlines()[-1] == "False", done.stderr

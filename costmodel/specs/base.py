@@ -78,17 +78,22 @@ class Spec:
     def __init__(self, **fields):
         from costmodel.specs.validation import validated_fields
 
-        self.__dict__.update(type(self)._built(validated_fields(type(self), fields)).__dict__)
+        self._fill(validated_fields(type(self), fields))
 
     @classmethod
     def _built(cls, fields: dict):
-        """A spec of ``fields`` as they are (trusted: shipped, copied or validated already), the others at their
-        defaults: no ``__init__`` to compile on the numeric path."""
-        if not fields.keys() <= cls.__dataclass_fields__.keys():
-            raise TypeError(f"{cls.__name__} has no field {sorted(fields.keys() - cls.__dataclass_fields__.keys())}")
+        """A spec of ``fields`` as they are (trusted: shipped, copied or validated already)."""
         spec = cls.__new__(cls)
-        values = spec.__dict__
-        for name, f in cls.__dataclass_fields__.items():
+        spec._fill(fields)
+        return spec
+
+    def _fill(self, fields: dict) -> None:
+        """Set ``fields``, the others at their defaults (no ``__init__`` compiled on the numeric path)."""
+        declared = type(self).__dataclass_fields__
+        if not fields.keys() <= declared.keys():
+            raise TypeError(f"{type(self).__name__} has no field {sorted(fields.keys() - declared.keys())}")
+        values = self.__dict__
+        for name, f in declared.items():
             if name in fields:
                 values[name] = fields[name]
             elif f.default is not dataclasses.MISSING:
@@ -96,8 +101,7 @@ class Spec:
             elif f.default_factory is not dataclasses.MISSING:
                 values[name] = f.default_factory()
             else:
-                raise TypeError(f"{cls.__name__} needs {name}")
-        return spec
+                raise TypeError(f"{type(self).__name__} needs {name}")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -114,7 +118,7 @@ class Spec:
                 else:
                     setattr(cls, name, value.default)
         cls.__spec_info__ = infos
-        record(cls, kw_only=True, init="__record_init__")  # its generated __init__ put aside: Spec.__init__ validates
+        record(cls, kw_only=True, init=False)  # Spec.__init__ validates; Spec._built builds what is trusted
 
     @classmethod
     def builtin(cls, **fields):
