@@ -7,6 +7,7 @@ Files: ``.toml`` or ``.json`` holding the spec's fields; errors name the file an
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -128,7 +129,7 @@ def _model_from(data: dict, where: str):
 
 
 def hardware_names() -> list[str]:
-    return sorted(p.stem for p in hardware_dir().glob("*.toml"))
+    return sorted(name.removesuffix(".toml") for name in os.listdir(hardware_dir()) if name.endswith(".toml"))
 
 
 def _hardware_path(name: str, folder: Path | None = None) -> Path:
