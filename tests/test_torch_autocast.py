@@ -34,6 +34,8 @@ from __future__ import annotations
 import functools
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 import torch.nn.functional as F
 from torch_autocast import Decoder, train_step

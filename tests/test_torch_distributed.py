@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import FFNStack
 from costmodel.specs.recipe import RECIPES

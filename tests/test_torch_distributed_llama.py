@@ -35,6 +35,8 @@ formulas/pipeline.py p2p_bytes_per_microbatch; data_comm.py, tensor_comm.py as i
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 from test_torch_distributed import RING_PASSES, measured_rows, predicted_rows, run_ranks, tally
 
 from costmodel.specs.layout import Layout

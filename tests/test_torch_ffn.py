@@ -12,6 +12,8 @@ import itertools
 import math
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 from torch_models import SavedStorages, count_flops, ffn_stack
 

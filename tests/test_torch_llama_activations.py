@@ -39,6 +39,8 @@ twice (2 a d_h B per token too many); the formula's flash core is now the fp32 l
 """
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint

@@ -20,6 +20,8 @@ output too (test_math_attention_at_batch_one_keeps_the_whole_kv).
 """
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 import torch.nn.functional as F
 from torch_llama import rope_tables, storage_breakdown, storage_bytes

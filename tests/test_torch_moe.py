@@ -22,6 +22,8 @@ which sends T k copies whatever the imbalance (the formula had multiplied them b
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 from torch_llama import rms_norm, rope_tables, storage_breakdown, storage_bytes
 from torch_models import SavedStorages, count_flops, decoder_step_flops

@@ -8,6 +8,8 @@ embedding_params, position_params, output_params); formulas/flops.py
 """
 
 import pytest
+
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
 import torch
 from torch_models import Decoder, decoder_step_flops, part_of
 
