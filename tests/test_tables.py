@@ -136,3 +136,32 @@ def test_terminal_gets_boxes_and_plain_forces_them_off():
     for plain in (on_a_terminal(*COMM, "--plain"), on_a_terminal("--plain", *COMM)):  # on the command, or global
         assert not BOX.search(plain) and not ANSI.search(plain) and "all-reduce" in plain
         assert plain == cost4d(*COMM)  # the same text as piped at the same width
+
+
+def test_a_table_too_narrow_for_its_words_is_shown_as_blocks():
+    """Where the columns cannot fit without folding a word, each row is a block: its first cell, then each
+    other cell under its header, prose wrapped at spaces; no word is cut, every line fits."""
+    table = _table()
+    assert not table.stacks(33) and table.stacks(24)
+    lines = table.plain_lines(30)
+    assert max(map(len, lines)) <= 30 and not any(BOX.search(line) for line in lines)
+    assert lines[:3] == ["A title", "", "fsdp"] and lines[3].split() == ["collective", "reduce-scatter"]
+    words = {w for row in table.rows for cell in row for w in strip_markup(cell).split()}
+    assert words <= set(" ".join(lines).split())  # every word whole
+
+
+@pytest.mark.parametrize("command", ["models", "frameworks"])
+def test_catalogs_at_80_columns_keep_every_word_of_their_sources_whole(command):
+    """Each source prints whole: the output, its line breaks read as spaces (and one after a hyphen as none),
+    holds the source's text."""
+    import json
+
+    out = cost4d(command)
+    rows = next(v for v in json.loads(cost4d(command, "--json")).values() if isinstance(v, list))
+    sources = [str((row.get("spec") or row).get("source", "")) for row in rows]
+
+    def flat(text):
+        return re.sub(r"- ", "-", " ".join(text.split()))
+
+    assert max(map(len, out.splitlines())) <= 80
+    assert all(flat(source) in flat(out) for source in sources), command

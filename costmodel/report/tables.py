@@ -1,9 +1,9 @@
 """Tables and prose that fit the width: rich on a terminal, plain text (no box drawing, no colour) elsewhere.
 
 A table is data (a title, columns, rows); the console it is printed on lays it out, with widths computed
-here once for both: names and numbers are never broken or cut, prose wraps at spaces and after hyphens,
-and only a word longer than its whole column folds. A table whose names alone are wider than the
-terminal runs wider rather than cut one.
+here once for both: names and numbers are never broken or cut, prose wraps at spaces and after hyphens.
+A table whose columns cannot fit without folding a word is shown as one block per row instead (its first
+cell, then each other cell under its header), so nothing is cut at any width a word fits in.
 """
 
 from __future__ import annotations
@@ -90,11 +90,9 @@ class Table:
     def add_row(self, *cells) -> None:
         self.rows.append([str(c) for c in cells] + [""] * (len(self.headers) - len(cells)))
 
-    def widths(self, room: int) -> list[int]:
-        """Cell widths summing to at most ``room`` where possible: every column at its longest line; else
-        the widest narrowed first, prose down to its longest word and names and numbers to their longest
-        cell (headers wrap); else names wrap after hyphens; else prose folds its long words. Numbers and
-        the first column (what a row is) never wrap, so a table too wide for them runs wider."""
+    def _limits(self) -> tuple[list[int], ...]:
+        """Per column: its longest line; what it narrows to keeping names whole (prose at its longest word,
+        names and numbers at their longest cell); with names wrapped after hyphens; with prose folded."""
         cells = [[line for row in self.rows for line in strip_markup(row[i]).split("\n")]
                  for i in range(len(self.headers))]
         head = [longest_piece(h) for h in self.headers]
@@ -106,8 +104,16 @@ class Table:
         keep = [cell[i] if whole[i] else piece[i] for i in n]
         names_wrap = [cell[i] if self.numeric[i] or i == 0 else piece[i] for i in n]
         fold = [names_wrap[i] if whole[i] else min(piece[i], max(FOLD_FLOOR, head[i])) for i in n]
-        widths = list(full)
-        for limit in (keep, names_wrap, fold):
+        return full, keep, names_wrap, fold
+
+    def widths(self, room: int) -> list[int]:
+        """Cell widths summing to at most ``room`` where possible: every column at its longest line; else
+        the widest narrowed first, prose down to its longest word and names and numbers to their longest
+        cell (headers wrap); else names wrap after hyphens; else prose folds its long words. Numbers and
+        the first column (what a row is) never wrap, so a table too wide for them runs wider."""
+        full, *limits = self._limits()
+        widths, n = list(full), range(len(full))
+        for limit in limits:
             while sum(widths) > room:
                 narrower = [i for i in n if widths[i] > limit[i]]
                 if not narrower:
@@ -115,8 +121,34 @@ class Table:
                 widths[max(narrower, key=lambda i: widths[i])] -= 1
         return widths
 
+    def stacks(self, room: int) -> bool:
+        """Whether the table is shown as one block per row (:meth:`stacked_lines`): its columns do not fit in
+        ``room`` without folding a word."""
+        return sum(self._limits()[2]) > room
+
+    def stacked_lines(self, width: int) -> list[tuple[str, str]]:
+        """The table as blocks, one per row: its first cell, then each other non-empty cell under its header,
+        prose wrapped beside it. (line, style) pairs; style 'bold' for what a row is."""
+        label = max(len(h) for h in self.headers[1:])
+        room = max(width - 2 - label - GAP, 1)
+        out = [(line, "bold") for line in wrap(strip_markup(self.title), width)] if self.title else []
+        for k, row in enumerate(self.rows):
+            if k or self.title:
+                out.append(("", ""))
+            out += [(line, "bold") for line in wrap(strip_markup(row[0]), width)]
+            for header, cell in zip(self.headers[1:], row[1:]):
+                text = strip_markup(cell)
+                if not text.strip() or text.strip() == "-":
+                    continue
+                for j, line in enumerate(line for part in text.split("\n") for line in wrap(part, room)):
+                    out.append(("  " + (header if j == 0 else "").ljust(label) + " " * GAP + line, ""))
+        return out
+
     def plain_lines(self, width: int) -> list[str]:
-        """The table as plain text: title, headers, a dashed rule, rows; columns GAP spaces apart."""
+        """The table as plain text: title, headers, a dashed rule, rows; columns GAP spaces apart (or as blocks,
+        when the columns cannot fit without folding a word)."""
+        if self.stacks(width - GAP * (len(self.headers) - 1)):
+            return [line.rstrip() for line, _ in self.stacked_lines(width)]
         widths = self.widths(width - GAP * (len(self.headers) - 1))
         out = wrap(strip_markup(self.title), width) if self.title else []
         out += self._plain_row(self.headers, widths)
@@ -143,6 +175,9 @@ class Table:
         n, width = len(self.headers), options.max_width
         boxed = 3 * n + 1  # '┃ ' + cell + ' ' per column, and the closing '┃'
         light = 2 * (n - 1)  # no edges, one space and one rule column between cells
+        if self.stacks(width - light):
+            yield Text("\n").join(Text(line.rstrip(), style=style) for line, style in self.stacked_lines(width))
+            return
         widths = self.widths(width - boxed)
         heavy = sum(widths) + boxed <= width
         if not heavy:
