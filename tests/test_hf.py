@@ -106,9 +106,11 @@ def test_falcon_block_follows_transformers(tmp_path, changes, block):
 
 def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
     """transformers' save_pretrained writes _name_or_path: that names the model; a config in the hub's cache
-    (models--ORG--NAME/snapshots/HASH/config.json) is ORG/NAME, not the snapshot's hash; elsewhere, the folder."""
+    (models--ORG--NAME/snapshots/HASH/config.json) is ORG/NAME, not the snapshot's hash; elsewhere, the path as
+    given (not its folder: path/to/config.json is no model called 'to')."""
     import json
 
+    from costmodel.inputs.bounds import NAME
     from costmodel.specs.load import load_model
 
     config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 512,
@@ -124,4 +126,6 @@ def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
     assert load_model(str(saved / "config.json")).name == "my-org/tiny-llama"
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "config.json").write_text(json.dumps(config))
-    assert load_model(str(tmp_path / "plain" / "config.json")).name == "plain"
+    plain = str(tmp_path / "plain" / "config.json")
+    assert load_model(plain).name == (plain if len(plain) <= NAME else "..." + plain[len(plain) - NAME + 3:])
+    assert load_model(plain).name.endswith("plain/config.json")

@@ -78,7 +78,7 @@ def _is_path(name: str) -> bool:
 def hf_model_name(path: Path, data: dict) -> str:
     """A Hugging Face config's model name: the repository it was saved from (``_name_or_path``, transformers'
     save_pretrained), else, for the hub's cache (models--ORG--NAME/snapshots/HASH/config.json), ORG/NAME, else
-    the folder a config.json sits in, else the file's stem."""
+    the path as given (a folder's name alone can be anything: `path/to/config.json` is not a model called "to")."""
     saved = data.get("_name_or_path")
     if isinstance(saved, str) and saved.strip("./") and saved.isprintable() and not Path(saved).is_absolute() \
             and len(saved) <= NAME:
@@ -86,7 +86,8 @@ def hf_model_name(path: Path, data: dict) -> str:
     parts = path.resolve().parts if path.name == "config.json" else ()
     if len(parts) >= 4 and parts[-3] == "snapshots" and parts[-4].startswith("models--"):
         return parts[-4].removeprefix("models--").replace("--", "/")[:NAME]
-    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    given = str(path)
+    return given if len(given) <= NAME else "..." + given[len(given) - NAME + 3:]
 
 
 def load_model(name: str):
