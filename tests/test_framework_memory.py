@@ -410,7 +410,7 @@ def test_memory_json_has_the_framework_fields():
     assert data["peak_phase"] in (FORWARD_BACKWARD, OPTIMIZER)
     assert data["reserved_bytes"] >= data["peak_bytes"] >= data["total_bytes"] - data["components"]["activations"]
     assert set(data["overheads"]) >= {"zero1_gather", "activation_reserve", "reserve"}
-    assert data["fits"]["needed_bytes"] == data["reserved_bytes"] + data["outside_allocator_bytes"]
+    assert abs(data["fits"]["needed_bytes"] - data["reserved_bytes"] - data["outside_allocator_bytes"]) <= 1  # whole bytes
     assert data["reserved_bytes_low"] < data["reserved_bytes"] < data["reserved_bytes_high"]
     assert data["fits"]["verdict"] == "fits"
 

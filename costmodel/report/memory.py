@@ -70,10 +70,10 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
         "framework": profile_name(cost.framework),
         "overheads": {k: {"bytes": number(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
                       for k, v in top.overheads.items() if v},
-        "peak_bytes": number(top.peak_bytes), "reserved_bytes": number(top.reserved_bytes),
+        "peak_bytes": number(top.peak_bytes), "reserved_bytes": round(top.reserved_bytes),
         "peak_phase": top.peak_phase,
-        **({"reserved_bytes_low": number(cost.framework.band(top.reserved_bytes)[0]),
-            "reserved_bytes_high": number(cost.framework.band(top.reserved_bytes)[1])} if cost.framework else {}),
+        **({"reserved_bytes_low": round(cost.framework.band(top.reserved_bytes)[0]),
+            "reserved_bytes_high": round(cost.framework.band(top.reserved_bytes)[1])} if cost.framework else {}),
         "outside_allocator_bytes": number(cost.framework.outside_allocator_bytes) if cost.framework else 0,
         "state_bytes_unsharded": number(cost.state_bytes_unsharded),
         "activation_bytes_per_token": number(top.stage.activation_bytes_per_token),
@@ -83,7 +83,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
                                         "ratio": r.ratio, "devices": r.devices} for r in worth]},
     }
     if fits:
-        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": number(needed(cost)),
+        out["fits"] = {"hardware": hardware.name, "capacity_bytes": capacity, "needed_bytes": round(needed(cost)),
                        "fits": needed(cost) <= capacity, "verdict": verdict(cost, capacity)}
     if layout.pp > 1:
         out["pipeline"] = {"schedule": layout.schedule, "stages": layout.pp, "microbatches": layout.m,
@@ -91,7 +91,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
                            "p2p_bytes_per_microbatch": number(cost.p2p_bytes_per_microbatch)}
         out["stages"] = [{"stage": s.stage.role.index, "layers": s.stage.layers, "params_per_device": s.stage.params,
                           "activation_bytes": number(s.activation_bytes), "total_bytes": number(s.total_bytes),
-                          "reserved_bytes": number(s.reserved_bytes)}
+                          "reserved_bytes": round(s.reserved_bytes)}
                          for s in cost.stages]
     return out
 
