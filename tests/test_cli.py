@@ -298,6 +298,15 @@ def test_shell_completion_is_on(monkeypatch, capsys):
     env.update(COMP_WORDS="cost4d so", COMP_CWORD="1")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.stdout.split() == ["solve"]
+    for words, candidates in (("cost4d memory --schedule ", ["gpipe", "1f1b", "interleaved", "zb-h1"]),
+                              ("cost4d memory --model llama3-", ["llama3-8b", "llama3-70b", "llama3-405b"]),
+                              ("cost4d step --hardware h1", ["h100-96gb-500w", "h100-sxm"]),
+                              ("cost4d memory --recompute e", ["every:"]),
+                              ("cost4d memory --framework n", ["nanotron"]),
+                              ("cost4d solve batch --overlap ", ["sum", "max"])):
+        env.update(COMP_WORDS=words, COMP_CWORD=str(len(words.split()) - (not words.endswith(" "))))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert done.stdout.split() == candidates, words  # option values complete too
 
 
 def test_fish_completion_gives_one_line_per_candidate():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from collections.abc import MutableMapping
 
 import typer
@@ -36,10 +37,15 @@ def _holder(module: str) -> typer.Typer:
 
     holder = typer.Typer(add_completion=False)
     importlib.import_module(f"costmodel.cli.{module}").register(holder)
+    completing = "_COST4D_COMPLETE" in os.environ
+    if completing:
+        from costmodel.cli.completion import complete_values
     apps = [holder]
     while apps:
         instance = apps.pop()
         for info in instance.registered_commands:
+            if completing:
+                complete_values(info.callback)
             info.callback = with_plain(info.callback)
             info.cls = Command if info.cls in (None, TyperCommand) else info.cls
         for group in instance.registered_groups:
@@ -170,7 +176,6 @@ def main(argv: list[str] | None = None) -> None:
     ends as one line on stderr and exit code 2; Ctrl-C and SIGTERM end quietly (130, 143) after ``--out``
     files are cleaned up; anything else is a bug, reported as one line with exit code 70
     (``COST4D_DEBUG=1`` shows the traceback)."""
-    import os
     import signal
 
     try:  # typer >= 0.22 carries its own copy of click

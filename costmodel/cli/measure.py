@@ -13,6 +13,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.inputs.bounds import DEVICES
 from costmodel.inputs.numbers import whole
+from costmodel.measure.results import ALGORITHMS, COLLECTIVES
 
 import_app = typer.Typer(help="Read other tools' benchmark output into cost4d's results format.",
                          no_args_is_help=True)
@@ -22,12 +23,11 @@ _LOGS = "nccl-tests logs that do not say"
 #: what a log may leave out, given on the command line (import nccl-tests, validate)
 LOG_HINTS = {
     "op": (Annotated[Optional[str], typer.Option(
-        metavar="OP", help="The collective, for a log with no 'Collective test starting' line whose file name "
-        "names none (all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, gather, scatter, send/recv).",
-        rich_help_panel=_LOGS)], None),
+        metavar="OP", help="The collective, for a log with no 'Collective test starting' line whose file name names "
+        f"none: {', '.join(COLLECTIVES)}.", rich_help_panel=_LOGS)], None),
     "algorithm": (Annotated[Optional[str], typer.Option(
-        metavar="ALGO", help="NCCL_ALGO the logs ran with (ring, tree, nvls, ...); default: from the file name, else 'auto' "
-        "(NCCL's own choice).", rich_help_panel=_LOGS)], None),
+        metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: from the file name, else "
+        "'auto' (NCCL's own choice).", rich_help_panel=_LOGS)], None),
     "nodes": (Annotated[Optional[int], typer.Option(
         parser=whole(1, DEVICES), metavar="N", help="Nodes, for a log with no '#  Rank' lines.",
         rich_help_panel=_LOGS)], None),
@@ -110,7 +110,7 @@ def out_path(out: Optional[Path]) -> Optional[Path]:
 @import_app.command("nccl-tests")
 @with_log_hints
 def import_nccl_tests(
-    logs: Annotated[list[Path], typer.Argument(help="nccl-tests output files (all_reduce_perf, ...).")],
+    logs: Annotated[list[Path], typer.Argument(metavar="LOG", help="nccl-tests output files (all_reduce_perf, ...).")],
     out: Annotated[Optional[Path], typer.Option(metavar="FILE",
                                                 help="Write the JSON here (atomically) instead of stdout.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results JSON (also with --out, which "
@@ -147,7 +147,7 @@ def check_validate_options(hardware, placement: str) -> None:
 
 def validate(
     results: Annotated[list[Path], typer.Argument(
-        help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d "
+        metavar="FILE", help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d "
         "(shipped:h100-8gpu-together-nccl-tests).")],
     hardware: o.HardwareOpt = None,
     fit: Annotated[bool, typer.Option("--fit", help="Fit latency and bandwidth per collective and algorithm.")] = False,

@@ -42,7 +42,7 @@ ZeroOpt = Annotated[int, typer.Option(parser=whole(0, 3), metavar="0-3",
 TpOpt = Annotated[int, typer.Option(**DEGREE, help="Tensor-parallel degree.", rich_help_panel=_LAYOUT)]
 SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallel within the TP group.",
                                      rich_help_panel=_LAYOUT)]
-PpOpt = Annotated[int, typer.Option(**DEGREE, help="Pipeline stages (memory is the heaviest stage's).",
+PpOpt = Annotated[int, typer.Option(**DEGREE, help="Pipeline stages (per-device figures are the heaviest stage's).",
                                     rich_help_panel=_LAYOUT)]
 CpOpt = Annotated[int, typer.Option(**DEGREE, help="Context-parallel degree.", rich_help_panel=_LAYOUT)]
 EpOpt = Annotated[int, typer.Option(**DEGREE, help="Expert-parallel degree (MoE models): each MoE layer's experts "
@@ -65,7 +65,7 @@ MxOpt = Annotated[int, typer.Option("--mx", **TORUS_AXES, help="M_X: torus axes 
                                     rich_help_panel=_LAYOUT)]
 MyOpt = Annotated[int, typer.Option("--my", **TORUS_AXES, help="M_Y: torus axes the TP axis spans (TPU).",
                                     rich_help_panel=_LAYOUT)]
-UnitsOpt = Annotated[UnitSystem, typer.Option(
+UnitsOpt = Annotated[UnitSystem, typer.Option(metavar="si|iec",
     help="How bytes print: si (GB = 1e9 B, vendors' and ZeRO's unit) or iec (GiB = 2^30 B). "
     "JSON is always raw bytes.", rich_help_panel=_OUT)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (raw bytes, FLOPs, seconds).",
@@ -145,3 +145,4 @@ AccumOpt = Annotated[int, typer.Option(**STEPS, help="Gradient-accumulation step
 TpEndsOpt = Annotated[str, typer.Option(metavar="vocab-parallel|replicated",
     help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
     rich_help_panel=_ADV)]
+

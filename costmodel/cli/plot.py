@@ -188,7 +188,7 @@ def roofline_cmd(
 @with_log_hints
 def validate_cmd(
     results: Annotated[list[Path], typer.Argument(
-        help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d.")],
+        metavar="FILE", help="cost4d results JSON or nccl-tests logs; shipped:FOLDER for the logs that ship with cost4d.")],
     out: FigureOpt,
     hardware: o.HardwareOpt = None,
     placement: Annotated[str, typer.Option(metavar="out-of-place|in-place|both",

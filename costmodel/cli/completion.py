@@ -1,0 +1,71 @@
+"""Shell completion of option values (issue 14): fixed choices (an option whose metavar is ``a|b|c``) and
+the names of the built-in models, devices, recipes and framework profiles. Set up only in a completion run
+(``_COST4D_COMPLETE`` in the environment), so that no other command pays for it."""
+
+from __future__ import annotations
+
+import inspect
+from typing import get_args
+
+import typer.models
+
+
+def _models() -> list[str]:
+    from costmodel.specs.catalog import BUILTIN_MODELS
+
+    return list(BUILTIN_MODELS)
+
+
+def _hardware() -> list[str]:
+    from costmodel.specs.load import hardware_names
+
+    return hardware_names()
+
+
+def _recipes() -> list[str]:
+    from costmodel.specs.recipe import RECIPES
+
+    return list(RECIPES)
+
+
+def _frameworks() -> list[str]:
+    from costmodel.specs.framework import FRAMEWORKS
+
+    return list(FRAMEWORKS)
+
+
+def _collectives() -> list[str]:
+    from costmodel.measure.results import COLLECTIVES
+
+    return list(COLLECTIVES)
+
+
+def _algorithms() -> list[str]:
+    from costmodel.measure.results import ALGORITHMS
+
+    return list(ALGORITHMS)
+
+
+#: an option's parameter -> the names it takes (a NAME|FILE option: files too, which completion leaves out)
+NAMES = {"model": _models, "hardware": _hardware, "recipe": _recipes, "framework": _frameworks, "op": _collectives,
+         "algorithm": _algorithms}
+
+
+def _starting_with(values):
+    def complete(incomplete: str) -> list[str]:
+        return [v for v in values() if v.startswith(incomplete)]
+    return complete
+
+
+def complete_values(callback) -> None:
+    """Give each option of ``callback`` (a command's function) that has a known set of values a completion."""
+    for name, parameter in inspect.signature(callback).parameters.items():
+        info = next((m for m in get_args(parameter.annotation)[1:] if isinstance(m, typer.models.OptionInfo)), None)
+        if info is None or info.autocompletion is not None:
+            continue
+        if name in NAMES:
+            info.autocompletion = _starting_with(NAMES[name])
+        if name in NAMES or "|" not in (info.metavar or "") or info.metavar == "NAME|FILE":
+            continue
+        choices = [c.split(":")[0] + ":" if ":" in c else c for c in info.metavar.split("|")]  # every:K -> every:
+        info.autocompletion = _starting_with(lambda choices=choices: choices)
