@@ -55,7 +55,7 @@ def _memory(cost, hardware) -> dict:
     from costmodel.report.memory import needed, verdict
 
     capacity = capacity_bytes(hardware)
-    return {"memory_bytes": needed(cost), "memory_capacity_bytes": capacity,
+    return {"memory_bytes": round(needed(cost)), "memory_capacity_bytes": capacity,
             "memory_verdict": verdict(cost, capacity), "peak_phase": cost.heaviest.peak_phase}
 
 
