@@ -162,3 +162,24 @@ def test_fsdp_with_expert_parallelism_solves_symbolically_and_explains():
         assert out["n_fsdp"] == 24 and "Min" not in out["symbolic"]["n_bound"]
         explained = run_json("explain", "fsdp", *base, "--ep", ep)
         assert "N_FSDP = 24" in json.dumps(explained)
+
+
+def test_explain_batch_derives_the_split_and_what_if_that_solve_batch_prints():
+    """explain batch takes solve batch's --optimize-split, --slice and --what-if; each answer is a step, with
+    solve's own numbers; the text is written as people write math (no '*' or '**'), LaTeX signs are signs."""
+    extra = ["--optimize-split", "--slice", "4x4x4", "--what-if"]
+    solved = json.loads(runner.invoke(app, ["solve", "batch", *V5P_C, *extra, "--json"]).stdout)
+    derived = json.loads(runner.invoke(app, ["explain", "batch", *V5P_C, *extra, "--json"]).stdout)
+    results = [s["result"] for s in derived["steps"]]
+    assert f"X_opt = {solved['x_opt']:.2f}" in results
+    assert f"B/N = {solved['continuous_per_device_batch']:,.1f} tokens per device" in results
+    best = solved["best_split"]
+    assert any(r.startswith(f"X = {best['x']} (M_X = {best['mx']}), Y = {best['y']}") for r in results)
+    for row in solved["what_if"]:
+        assert f"B/N = {row['per_device_batch']:,.1f}, global B = {row['global_batch']:,.0f}" in results
+    text = runner.invoke(app, ["explain", "batch", *V5P_C, "--optimize-split"]).stdout
+    formulas = [line for line in text.splitlines() if re.match(r"\d+\. ", line)]
+    assert formulas and not any("*" in line for line in formulas), formulas
+    assert "T_math = 4 B D F/(C N)" in text and "alpha^2" in text
+    latex = runner.invoke(app, ["explain", "batch", *V5P_C, "--format", "latex"]).stdout
+    assert r"$\geq$" in latex and "$>$=" not in latex

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -172,13 +172,36 @@ def solve_ep_cmd(
                f"  ->  EP = {answer.ep}")
 
 
+OptimizeSplitOpt = Annotated[bool, typer.Option("--optimize-split", help="Also find the best X x Y split.")]
+SliceOpt = Annotated[Optional[str], typer.Option("--slice", metavar="AxBxC",
+                                                 help="Torus shape to map the split onto, e.g. 4x4x4.")]
+WhatIfOpt = Annotated[bool, typer.Option("--what-if", help="Ways to stay compute-bound at a smaller batch.")]
+
+
+def _split_and_rows(device, problem, optimize_split: bool, slice_: str | None, what_if: bool):
+    """The best split (--optimize-split, --slice) and the what-if rows (--what-if) of ``problem``."""
+    from costmodel.solve.split import optimize_split as best_split, parse_slice
+    from costmodel.solve.whatif import what_if as what_if_rows
+
+    ici = device.level("ici") if device.kind == "tpu" else None
+    if slice_ is not None and ici is None:
+        raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
+    torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
+    split = best_split(problem, torus) if optimize_split or torus else None
+    rows = None
+    if what_if:
+        dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
+        rows = what_if_rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+    return split, rows
+
+
 @solve_app.command("batch")
 @with_batch_question
 def solve_batch_cmd(
     model: o.ModelOpt,
-    optimize_split: bool = typer.Option(False, "--optimize-split", help="Also find the best X x Y split."),
-    slice_: Optional[str] = typer.Option(None, "--slice", metavar="AxBxC", help="Torus shape to map the split onto, e.g. 4x4x4."),
-    what_if: bool = typer.Option(False, "--what-if", help="Table of ways to stay compute-bound at a smaller batch."),
+    optimize_split: OptimizeSplitOpt = False,
+    slice_: SliceOpt = None,
+    what_if: WhatIfOpt = False,
     as_json: o.JsonOpt = False,
     *,
     question,
@@ -189,23 +212,13 @@ def solve_batch_cmd(
     """
     from costmodel.report import solve as report_solve
     from costmodel.solve.batch import require_compute_bound
-    from costmodel.solve.split import optimize_split as best_split, parse_slice
     from costmodel.solve.thresholds import single_strategy_thresholds
-    from costmodel.solve.whatif import what_if as what_if_rows
 
     spec, device, problem = question
     answer = require_compute_bound(problem)
-    ici = device.level("ici") if device.kind == "tpu" else None
-    if slice_ is not None and ici is None:
-        raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
-    torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
-    split = best_split(problem, torus) if optimize_split or torus else None
+    split, rows = _split_and_rows(device, problem, optimize_split, slice_, what_if)
     thresholds = single_strategy_thresholds(device, d_ff=problem.d_ff, peak_flops=problem.peak_flops,
                                             bandwidth=problem.bandwidth)
-    rows = None
-    if what_if:
-        dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
-        rows = what_if_rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
     report_solve.batch(spec, device, answer, split, thresholds, rows, as_json)
 
 
@@ -213,18 +226,26 @@ def solve_batch_cmd(
 @with_batch_question
 def explain_batch_cmd(
     model: o.ModelOpt,
+    optimize_split: OptimizeSplitOpt = False,
+    slice_: SliceOpt = None,
+    what_if: WhatIfOpt = False,
     fmt: o.FormatOpt = "text",
     as_json: o.JsonOpt = False,
     *,
     question,
 ) -> None:
-    """Derive `solve batch` step by step."""
+    """Derive `solve batch` step by step (with --optimize-split, --slice and --what-if, those answers too).
+
+    Example: cost4d explain batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --optimize-split --what-if
+    """
     from costmodel.solve.batch import require_compute_bound
     from costmodel.solve.explain import batch_derivation
 
     _check_format(fmt)
     spec, device, problem = question
-    _show(batch_derivation(require_compute_bound(problem), device.name), fmt, as_json)
+    answer = require_compute_bound(problem)
+    split, rows = _split_and_rows(device, problem, optimize_split, slice_, what_if)
+    _show(batch_derivation(answer, device.name, split, rows), fmt, as_json)
 
 
 @explain_app.command("fsdp")

@@ -160,8 +160,16 @@ _LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"
 
 def _latex_text(text: str) -> str:
     """Text-mode LaTeX: every character LaTeX treats specially escaped in one pass, line breaks as
-    spaces (so no text leaves a comment or a paragraph)."""
-    return "".join(_LATEX.get(char, char) for char in text)
+    spaces (so no text leaves a comment or a paragraph); '>=' and '<=' as the signs they stand for."""
+    return "".join(_LATEX.get(char, char) for char in text).replace("$>$=", r"$\geq$").replace("$<$=", r"$\leq$")
+
+
+def readable(expr) -> str:
+    """A step's formula as text for people: 'T_math = 4 B D F/(C N)', 'alpha^2' (the JSON keeps
+    costmodel.cost.symbolic.text's '4*B*D*F/(C*N)', which sympy reads back)."""
+    from costmodel.cost.symbolic import text
+
+    return text(expr).replace("**", "^").replace("*", " ")
 
 
 def _latex(expr) -> str:
@@ -173,8 +181,6 @@ def _latex(expr) -> str:
 
 def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
     """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
-    from costmodel.cost.symbolic import text
-
     lines = []
     if fmt == "latex":
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
@@ -189,7 +195,7 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     md = fmt == "markdown"
     lines.append(f"## {title}" if md else title)
     for i, s in enumerate(steps, 1):
-        formula = "" if s.formula is None else (f"${_latex(s.formula)}$" if md else text(s.formula))
+        formula = "" if s.formula is None else (f"${_latex(s.formula)}$" if md else readable(s.formula))
         lines.append(f"{i}. {s.title}" + (f": {formula}" if formula else ""))
         if s.values:
             lines.append(f"   {s.values}")
@@ -229,8 +235,36 @@ def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivat
     return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
 
 
-def batch_derivation(answer, device_name: str) -> Derivation:
-    """`cost4d solve batch`, derived, with the conventions it used."""
+def split_steps(problem, split, rows: list | None) -> list[Step]:
+    """`solve batch --optimize-split [--slice] [--what-if]`, derived: X_opt and its B/N, the best whole split of
+    the slice, and what each change of the what-if table gives (each row the same solve, one input changed)."""
+    p, steps = problem, []
+    if split is not None:
+        x_opt = sc.optimal_fsdp_degree(batch=B, devices=N, mx=MX, my=MY, d_ff=F)
+        at_opt = sc.optimal_split_batch_per_device(alpha=alpha, mx=MX, my=MY, d_ff=F, overlap=p.overlap)
+        steps += [
+            Step("the split of N = X Y that minimises the communication (T_FSDP = T_TP there)",
+                 sp.Eq(sp.Symbol("X_opt"), x_opt), f"B = the compute-bound global batch at that split, N = {p.devices}",
+                 f"X_opt = {split.x_opt:.2f}"),
+            Step("compute-bound at the optimal split", sp.GreaterThan(B / N, at_opt), f"M_X = {p.mx}, M_Y = {p.my}",
+                 f"B/N = {split.continuous_per_device_batch:,.1f} tokens per device"),
+        ]
+        if split.best is not None:
+            tried = "; ".join(f"X = {c.x} (M_X = {c.mx}), Y = {c.y}: "
+                              + (f"{c.per_device_batch:,.1f}" if c.per_device_batch != float("inf") else "never")
+                              for c in sorted(split.candidates, key=lambda c: c.per_device_batch))
+            b = split.best
+            steps.append(Step("the best split of the slice (whole torus axes per logical axis)", None, tried,
+                              f"X = {b.x} (M_X = {b.mx}), Y = {b.y} (M_Y = {b.my}): B/N = {b.per_device_batch:,.1f}"))
+    for row in rows or []:
+        steps.append(Step(f"what if: {row.change}", None, row.assumption,
+                          f"B/N = {row.per_device_batch:,.1f}, global B = {row.global_batch:,.0f}"))
+    return steps
+
+
+def batch_derivation(answer, device_name: str, split=None, rows: list | None = None) -> Derivation:
+    """`cost4d solve batch`, derived, with the conventions it used (and, given them, the split and what-if
+    rows `solve batch --optimize-split --what-if` prints)."""
     p = answer.problem
     sum_or_max = "T_FSDP + T_TP" if p.overlap == "sum" else "max(T_FSDP, T_TP)"
     from costmodel.solve.batch import MLP_ONLY
@@ -239,8 +273,8 @@ def batch_derivation(answer, device_name: str) -> Derivation:
                    "bf16 weights and activations on the wire (2 bytes)",
                    "the (n-1)/n ring factor is dropped, as in the Scaling Book",
                    f"C and W from {device_name} unless overridden"]
-    return Derivation(f"Compute-bound batch on {device_name}, X = {p.fsdp}, Y = {p.tp}", batch_steps(answer),
-                      conventions)
+    return Derivation(f"Compute-bound batch on {device_name}, X = {p.fsdp}, Y = {p.tp}",
+                      batch_steps(answer) + split_steps(p, split, rows), conventions)
 
 
 def _whole(value):
