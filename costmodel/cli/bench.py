@@ -126,7 +126,7 @@ def _need_torch(command: str) -> None:
     try:
         importlib.import_module("torch")
     except ImportError as err:
-        raise CostModelError(f"{command} needs PyTorch ({err}): pip install 'cost4d[test]' (or torch itself)") from None
+        raise CostModelError(f"{command} needs PyTorch ({err}): pip install 'cost4d[bench]' (or torch itself)") from None
 
 
 def _check_backend(backend: str, nproc: int) -> None:

@@ -44,8 +44,8 @@ def collectives(doc: dict, out, as_json: bool) -> None:
                       format_bytes(last["bytes"], UnitSystem.iec), f"{last['time_s'] * 1e6:,.1f} us",
                       f"{last['busbw_bytes_per_s'] / 1e9:,.2f} GB/s")
         c.print(t)
-    c.print(f"{out}: status {doc['status']}, {len(doc['runs'])} collectives; against a spec: "
-            f"cost4d validate {out} --hardware NAME")
+    hint = f"; against a spec: cost4d validate {out} --hardware NAME" if doc["runs"] else ""
+    c.print(f"{out}: status {doc['status']}, {len(doc['runs'])} collectives{hint}")
 
 
 def gpu(doc: dict, spec, out, as_json: bool) -> None:
