@@ -1,6 +1,7 @@
 """The command line: JSON contract, human output naming units, and bad input (one line, exit 2)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -397,3 +398,19 @@ def test_a_catalog_rows_spec_saved_as_a_file_loads_back_as_the_same_spec(catalog
         path.write_text(json.dumps(row["spec"]))
         assert getattr(loader, load)(str(path)) == getattr(loader, load)(row["name"]), (catalog, row["name"])
     assert runner.invoke(app, ["memory", "--model", "llama3-8b", option, str(path), "--tokens", "8192"]).exit_code == 0
+
+
+def test_commands_about_one_layout_take_the_same_layout_options():
+    """step takes every layout option memory does (--hsdp-group, --reshard, ...); solve fsdp and explain fsdp
+    every one but those that set the unknown --fsdp."""
+    from costmodel.cli.layout import MEMORY
+    from costmodel.cli.solve import FSDP_SOLVE
+
+    def flags(*command):
+        text = subprocess.run([sys.executable, "-m", "costmodel", *command, "--help"], capture_output=True, text=True,
+                              env={**__import__("os").environ, "COLUMNS": "200"}).stdout
+        return set(re.findall(r"--[a-z][a-z-]*", text))
+
+    assert {"--" + name.replace("_", "-") for name in MEMORY} <= flags("step")
+    assert {"--" + name.replace("_", "-") for name in FSDP_SOLVE} <= flags("solve", "fsdp") & flags("explain", "fsdp")
+    assert "--hsdp-group" not in flags("solve", "fsdp") and {"--seq", "--cp-kind", "--tp-kv"} <= flags("solve", "fsdp")

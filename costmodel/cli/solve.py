@@ -49,8 +49,8 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source, framework=None):
     return answer
 
 
-FSDP_SOLVE = ("tokens", "shard_activations", "dp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash",
-              "schedule", "microbatches", "chunks", "split", "ep", "etp", "moe_imbalance")
+#: memory's layout options but the ones that set --fsdp (the solver's unknown): --fsdp and --hsdp-group
+FSDP_SOLVE = tuple(name for name in MEMORY if name not in ("fsdp", "hsdp_group"))
 
 
 @solve_app.command("fsdp")

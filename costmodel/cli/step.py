@@ -7,12 +7,10 @@ from typing import Annotated
 import typer
 
 from costmodel.cli import options as o
-from costmodel.cli.layout import with_layout
+from costmodel.cli.layout import MEMORY, with_layout
 
 
-@with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "recompute", "flash", "schedule",
-             "microbatches", "chunks", "cp_kind", "grad_accum", "tp_ends", "split", "tp_kv", "attention", "checkpoint",
-             "ep", "etp", "moe_imbalance", "mx", "my", "placement", "document")
+@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my", "placement", "document")
 def step(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE",
