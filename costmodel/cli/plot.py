@@ -83,7 +83,7 @@ def memory_cmd(
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
     cost = evaluate_layout(spec, rec, layout, framework=frame)
-    stage_memory(cost, out, units)
+    stage_memory(cost, out, units, _described(layout, frame))
     _done(as_json, out, "memory", f"{spec.name}: memory per device of {len(cost.stages)} stage(s)",
           lambda d: d.stage_memory(cost))
 
@@ -119,7 +119,9 @@ def fsdp_cmd(
     count, admitted = admissible(spec, layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the experts admit
     shards = sorted({answer, *(n for n in map(admitted, range(count)) if _doubling(n) or _doubling(n / layout.ep))})
     need = [memory_at(spec, rec, layout, n, frame) for n in shards]
-    fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out)
+    fsdp_memory(shards, need, limit_bytes, answer, spec.name, source, units, out,
+                f"recipe {rec.name}; " + _described(layout.model_copy(update={"fsdp": 1}), frame).replace(
+                    "one device", "no other parallel axis", 1))
     _done(as_json, out, "fsdp", f"{spec.name}: memory per device for N_FSDP {shards[0]} to {shards[-1]}, smallest "
           f"under {source}: {answer}", lambda d: d.fsdp_memory(shards, need, limit_bytes, answer, source))
 
@@ -267,3 +269,11 @@ def register(app) -> None:
 def _doubling(n: float) -> bool:
     """Whether n is a power of two (1, 2, 4, ...): the shard counts a memory-vs-N plot marks."""
     return n >= 1 and n == int(n) and int(n) & (int(n) - 1) == 0
+
+
+def _described(layout, frame) -> str:
+    """A figure's layout line: the axes, the tokens, the framework profile."""
+    from costmodel.report.common import layout_text
+    from costmodel.specs.load import profile_name
+
+    return f"{layout_text(layout)}; {layout.tokens:,} tokens per micro-batch; framework {profile_name(frame)}"

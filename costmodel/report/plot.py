@@ -105,8 +105,9 @@ def pipeline_timeline(ops, stages: int, schedule: str, bubble: float, path: str 
     return _save(fig, path)
 
 
-def stage_memory(cost, path: str | None, units):
-    """Stacked bars per pipeline stage: persistent state, weight copies, activations (and framework terms)."""
+def stage_memory(cost, path: str | None, units, layout: str = ""):
+    """Stacked bars per pipeline stage: persistent state, weight copies, activations (and framework terms);
+    ``layout`` (its text) goes under the title."""
     from costmodel.units import in_unit
 
     fig, ax = _figure(max(4, 0.5 * len(cost.stages) + 3), 4)
@@ -119,15 +120,16 @@ def stage_memory(cost, path: str | None, units):
     ax.set_xticks(range(len(cost.stages)), [str(i) for i in range(len(cost.stages))])
     ax.set_xlabel("pipeline stage")
     ax.set_ylabel(f"per device ({in_unit(0, units)[1]})")
-    ax.set_title(f"{cost.shape.name}, recipe {cost.recipe.name}: memory per device by stage", fontsize=9)
+    ax.set_title(f"{cost.shape.name}, recipe {cost.recipe.name}: memory per device by stage"
+                 + (f"\n{layout}" if layout else ""), fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
 
 def fsdp_memory(shards, need, limit_bytes: float, answer: int, name: str, limit_source: str, units,
-                path: str | None = None):
+                path: str | None = None, layout: str = ""):
     """Memory per device against the FSDP shard count N (what `cost4d solve fsdp` solves), the limit as a
-    line and the smallest N under it marked."""
+    line and the smallest N under it marked; ``layout`` (the rest of it, and the recipe) under the title."""
     from costmodel.units import in_unit
 
     unit = in_unit(0, units)[1]
@@ -139,7 +141,7 @@ def fsdp_memory(shards, need, limit_bytes: float, answer: int, name: str, limit_
     ax.set_yscale("log")
     ax.set_xlabel("N_FSDP (shards of the data axis)")
     ax.set_ylabel(f"per device ({unit})")
-    ax.set_title(f"{name}: memory per device vs FSDP shards", fontsize=9)
+    ax.set_title(f"{name}: memory per device vs FSDP shards" + (f"\n{layout}" if layout else ""), fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
@@ -206,11 +208,10 @@ def roofline(rl, name: str, path: str | None = None):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/B): the step's matmul FLOPs per byte each part moves")
     ax.set_ylabel("FLOP/s per device: matmul FLOPs / the part's time")
-    ax.text(0.01, 0.99, "the lowest point takes the longest; a point above the peak line takes less time than\n"
-            "the matmuls would at peak (times as the step model gives them, before any overlap)",
-            transform=ax.transAxes, fontsize=7, va="top")
     ax.set_title(f"{name}\nthe step's parts on the roofline, per device per step", fontsize=8)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower right", title_fontsize=7, alignment="left",
+              title="the lowest point takes the longest; a point above the peak line takes less\ntime than the "
+              "matmuls would at peak (times as the step model gives them, before any overlap)")
     return _save(fig, path)
 
 
