@@ -16,7 +16,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.inputs.numbers import real, whole
 
-bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d\\[test]').",
+bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d\\[bench]').",
                         no_args_is_help=True)
 
 

@@ -68,8 +68,9 @@ def plan(
         "(needs matplotlib: pip install 'cost4d\\[plot]').")] = None,
     as_json: o.JsonOpt = False,
 ) -> None:
-    """Search every layout (data x FSDP/HSDP x TP+SP x PP schedules x CP x EP for MoE x micro-batch x recompute) that
-    fits, ranked by predicted tokens/s; each row's `cost4d step` command reproduces it.
+    """Search every layout that fits (data x FSDP/HSDP x TP+SP x PP schedules x CP x EP x micro-batch x recompute).
+
+    Ranked by predicted tokens/s; each row's `cost4d step` command reproduces it.
 
     Example: cost4d plan --model llama3-70b --hardware h100-sxm --gpus 512 --global-batch 4194304 --seq 8192
     """
