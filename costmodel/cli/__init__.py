@@ -161,7 +161,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _app(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+def _app(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                       help="Print the version and exit."),
          plain: bool = typer.Option(False, "--plain", help="Plain tables (no box drawing, no colour) on a terminal "
                                     "too, as when output is piped; every command also takes --plain.")) -> None:
