@@ -22,7 +22,7 @@ from costmodel.errors import CostModelError
 COMMANDS = {
     "models": "catalog", "hardware": "catalog", "recipes": "catalog", "frameworks": "catalog",
     "memory": "calc", "flops": "calc", "comm": "calc", "step": "step", "plan": "plan", "validate": "measure",
-    "solve": "solve", "explain": "solve", "import": "measure", "bench": "bench", "homework": "homework",
+    "solve": "solve", "explain": "explain", "import": "measure", "bench": "bench", "homework": "homework",
     "plot": "plot",
 }
 

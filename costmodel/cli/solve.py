@@ -1,4 +1,4 @@
-"""`cost4d solve ...` and `cost4d explain ...`: inverse questions, answered and derived."""
+"""`cost4d solve ...`: inverse questions, answered (`cost4d explain ...` derives them: cli/explain.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,10 @@ import typer
 
 from costmodel.cli import options as o
 from costmodel.errors import CostModelError
-from costmodel.inputs.files import shown
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 
 solve_app = typer.Typer(help="Answer inverse questions: smallest N_FSDP or EP that fits, compute-bound batch.",
                         no_args_is_help=True)
-explain_app = typer.Typer(help="Derive an answer step by step: formula, values, result, conventions.",
-                          no_args_is_help=True)
 
 
 def _limit(limit: Optional[str], hardware: Optional[str]):
@@ -222,88 +219,5 @@ def solve_batch_cmd(
     report_solve.batch(spec, device, answer, split, thresholds, rows, as_json)
 
 
-@explain_app.command("batch")
-@with_batch_question
-def explain_batch_cmd(
-    model: o.ModelOpt,
-    optimize_split: OptimizeSplitOpt = False,
-    slice_: SliceOpt = None,
-    what_if: WhatIfOpt = False,
-    fmt: o.FormatOpt = "text",
-    as_json: o.JsonOpt = False,
-    *,
-    question,
-) -> None:
-    """Derive `solve batch` step by step (with --optimize-split, --slice and --what-if, those answers too).
-
-    Example: cost4d explain batch --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --optimize-split --what-if
-    """
-    from costmodel.solve.batch import require_compute_bound
-    from costmodel.solve.explain import batch_derivation
-
-    _check_format(fmt)
-    spec, device, problem = question
-    answer = require_compute_bound(problem)
-    split, rows = _split_and_rows(device, problem, optimize_split, slice_, what_if)
-    _show(batch_derivation(answer, device.name, split, rows), fmt, as_json)
-
-
-@explain_app.command("fsdp")
-@with_layout(*FSDP_SOLVE, fixed={"fsdp": 2})
-def explain_fsdp_cmd(
-    model: o.ModelOpt,
-    limit: o.LimitOpt = None,
-    hardware: o.HardwareOpt = None,
-    recipe: o.RecipeOpt = "cs336",
-    fmt: o.FormatOpt = "text",
-    as_json: o.JsonOpt = False,
-    *,
-    layout,
-) -> None:
-    """Derive `solve fsdp` step by step."""
-    from costmodel.solve.explain import fsdp_derivation
-    from costmodel.specs.load import load_model, load_recipe
-
-    _check_format(fmt)
-    spec, rec = load_model(model), load_recipe(recipe)
-    limit_bytes, source = _limit(limit, hardware)
-    answer = _fsdp_answer(spec, rec, layout, limit_bytes, source)
-    _show(fsdp_derivation(spec, rec, layout, answer, source), fmt, as_json)
-
-
-def _show(derivation, fmt: str, as_json: bool) -> None:
-    """A derivation as text, Markdown or LaTeX, or as JSON with --json."""
-    if as_json:
-        from costmodel.report import emit_json
-
-        emit_json(derivation.as_dict())
-    else:
-        typer.echo(derivation.render(fmt))
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in ("text", "markdown", "latex"):
-        raise CostModelError(f"--format {shown(fmt)}: use text, markdown or latex")
-
-
-@explain_app.command("memory")
-@with_layout(*MEMORY)
-def explain_memory_cmd(
-    model: o.ModelOpt,
-    recipe: o.RecipeOpt = "cs336",
-    fmt: o.FormatOpt = "text",
-    as_json: o.JsonOpt = False,
-    *,
-    layout,
-) -> None:
-    """Derive `cost4d memory` step by step."""
-    from costmodel.solve.explain import memory_derivation
-    from costmodel.specs.load import load_model, load_recipe
-
-    _check_format(fmt)
-    _show(memory_derivation(load_model(model), load_recipe(recipe), layout), fmt, as_json)
-
-
 def register(app) -> None:
     app.add_typer(solve_app, name="solve")
-    app.add_typer(explain_app, name="explain")
