@@ -304,7 +304,12 @@ def test_shell_completion_is_on(monkeypatch, capsys):
                               ("cost4d step --hardware h1", ["h100-96gb-500w", "h100-sxm"]),
                               ("cost4d memory --recompute e", ["every:"]),
                               ("cost4d memory --framework n", ["nanotron"]),
-                              ("cost4d solve batch --overlap ", ["sum", "max"])):
+                              ("cost4d solve batch --overlap ", ["sum", "max"]),
+                              ("cost4d plan --model llama3-4", ["llama3-405b"]),  # postponed annotations too
+                              ("cost4d plot pipeline --schedule z", ["zb-h1"]),
+                              ("cost4d bench collectives --backend ", ["gloo", "nccl"]),
+                              ("cost4d bench gpu --device c", ["cuda", "cuda:", "cpu"]),
+                              ("cost4d plot pipeline --out ", [])):  # FILE.png|svg names no values
         env.update(COMP_WORDS=words, COMP_CWORD=str(len(words.split()) - (not words.endswith(" "))))
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert done.stdout.split() == candidates, words  # option values complete too

@@ -5,6 +5,8 @@ the names of the built-in models, devices, recipes and framework profiles. Set u
 from __future__ import annotations
 
 import inspect
+import re
+import typing
 from typing import get_args
 
 import typer.models
@@ -51,6 +53,10 @@ NAMES = {"model": _models, "hardware": _hardware, "recipe": _recipes, "framework
          "algorithm": _algorithms}
 
 
+#: a metavar that lists the values: lower-case words (one may end in ':K', a number to type: every:K, cuda:N)
+_CHOICES = re.compile(r"[a-z0-9][a-z0-9.+-]*(:[A-Z]+)?(\|[a-z0-9][a-z0-9.+-]*(:[A-Z]+)?)+")
+
+
 def _starting_with(values):
     def complete(incomplete: str) -> list[str]:
         return [v for v in values() if v.startswith(incomplete)]
@@ -59,13 +65,20 @@ def _starting_with(values):
 
 def complete_values(callback) -> None:
     """Give each option of ``callback`` (a command's function) that has a known set of values a completion."""
+    try:  # a module with postponed annotations holds them as text, which typer would evaluate afresh (new
+        # OptionInfo objects): the function keeps the evaluated ones, that typer reads the completions from
+        hints = typing.get_type_hints(callback, include_extras=True)
+        callback.__annotations__ = {**callback.__annotations__, **hints}
+    except Exception:  # noqa: BLE001 - a name it cannot resolve: the annotations as they are
+        hints = {}
     for name, parameter in inspect.signature(callback).parameters.items():
-        info = next((m for m in get_args(parameter.annotation)[1:] if isinstance(m, typer.models.OptionInfo)), None)
+        annotation = hints.get(name, parameter.annotation)
+        info = next((m for m in get_args(annotation)[1:] if isinstance(m, typer.models.OptionInfo)), None)
         if info is None or info.autocompletion is not None:
             continue
         if name in NAMES:
             info.autocompletion = _starting_with(NAMES[name])
-        if name in NAMES or "|" not in (info.metavar or "") or info.metavar == "NAME|FILE":
+        if name in NAMES or not _CHOICES.fullmatch(info.metavar or ""):
             continue
         choices = [c.split(":")[0] + ":" if ":" in c else c for c in info.metavar.split("|")]  # every:K -> every:
         info.autocompletion = _starting_with(lambda choices=choices: choices)
