@@ -13,6 +13,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: a figure in a comment: comma-grouped (46,702,792,704), decimal (37.03) or whole (38); not part of a name (llama3-8b)
+NUMBER = re.compile(r"(?<![\w.,-])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w])")
+
+
+def whole_in(number: str, text: str) -> bool:
+    """Whether ``number`` is in ``text`` as a whole number (not 8 in 38, nor 7.27 in 27.27, nor 5,302 in 25,302)."""
+    return bool(re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", text))
+
+
 #: command lines that name files a reader supplies
 PLACEHOLDERS = ("my_model.toml", "path/to/", "mine.json", "HOST:PORT")
 
@@ -79,8 +88,15 @@ def test_readme_command_runs_from_an_install(installed, tmp_path, command, comme
     assert result.returncode == 0, result.stderr
     assert str(installed) in subprocess.run([sys.executable, "-c", "import costmodel; print(costmodel.__file__)"],
                                             cwd=tmp_path, env=env, capture_output=True, text=True).stdout
-    for number in re.findall(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\b\d{2,}\b", comment):  # the figures it
-        # states, comma-grouped ones whole
-        assert number in result.stdout, (number, result.stdout[-2000:])
+    for number in NUMBER.findall(comment):  # each figure it states, as a whole number in the output (not 8 in 38)
+        assert whole_in(number, result.stdout), (number, result.stdout[-2000:])
     if output:  # spacing aside (tables align their columns)
         assert " ".join(output.split()) in " ".join(result.stdout.split()), (output, result.stdout[-2000:])
+
+
+def test_a_figure_must_appear_whole():
+    """The figures a comment states are matched as whole numbers: a wrong README figure fails its test."""
+    out = "N_FSDP = 38 (N > 37.03); bubble 27.27%; B = 25,302 tokens"
+    assert [n for n in NUMBER.findall("fits: 38 (N > 37.03), 27.27%, 25,302, llama3-8b") if whole_in(n, out)] == \
+        ["38", "37.03", "27.27", "25,302"]
+    assert not any(whole_in(n, out) for n in ("8", "7.03", "7.27", "5,302", "25,30"))
