@@ -419,3 +419,16 @@ def test_commands_about_one_layout_take_the_same_layout_options():
     assert {"--" + name.replace("_", "-") for name in MEMORY} <= flags("step")
     assert {"--" + name.replace("_", "-") for name in FSDP_SOLVE} <= flags("solve", "fsdp") & flags("explain", "fsdp")
     assert "--hsdp-group" not in flags("solve", "fsdp") and {"--seq", "--cp-kind", "--tp-kv"} <= flags("solve", "fsdp")
+
+
+@pytest.mark.parametrize("command", [["memory"], ["step"], ["solve", "fsdp"], ["explain", "batch"], ["plan"],
+                                     ["bench", "collectives"], ["plot", "pipeline"], ["validate"]])
+def test_help_at_80_columns_cuts_no_word(command):
+    """--help at 80 columns: no cell cut with an ellipsis, no choice list folded mid-word (long lists of choices
+    show a name, and the help lists them)."""
+    import os
+
+    text = subprocess.run([sys.executable, "-m", "costmodel", *command, "--help"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "80"}).stdout
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert "interleav\n" not in text and not re.search(r"\|[a-z-]*-?\s*│\s*\n", text)

@@ -27,13 +27,14 @@ _COUNT = dict(parser=whole(0, 10**6), metavar="N")
 def bench_collectives(
     out: Annotated[Path, typer.Option(metavar="FILE", help="Results JSON (written atomically, also on failure).")],
     nproc: Annotated[Optional[int], typer.Option(
-        "--nproc", "--nproc-per-node", parser=whole(2, 1024), metavar="N",
+        "--nproc-per-node", "--nproc", parser=whole(2, 1024), metavar="N",
         help="Processes on this node (GPUs with nccl); default 2. Under torchrun (multi-node) it is ignored: "
         "torchrun's own --nnodes x --nproc-per-node decide (and its parser refuses the short --nproc after the "
         "module: spell it --nproc-per-node there, or put -- before the arguments).")] = None,
     backend: Annotated[str, typer.Option(metavar="gloo|nccl", help="nccl on GPUs, gloo on CPUs.")] = "gloo",
     ops: Annotated[str, typer.Option(metavar="OP,...", help="Comma-separated: all-reduce, all-gather, "
-                                     "reduce-scatter, all-to-all, broadcast, send/recv.")]
+                                     "reduce-scatter, all-to-all, broadcast, send/recv.",
+                                     show_default="all-reduce, all-gather, reduce-scatter")]
     = "all-reduce,all-gather,reduce-scatter",
     min_bytes: Annotated[str, typer.Option(metavar="SIZE",
                                            help="Smallest buffer S, e.g. 1KiB (a plain number is bytes).")] = "1KiB",
@@ -44,7 +45,8 @@ def bench_collectives(
     warmup: Annotated[int, typer.Option(**_COUNT, help="Untimed iterations per size.")] = 5,
     iters: Annotated[int, typer.Option(parser=whole(1, 10**6), metavar="N",
                                        help="Timed iterations per size.")] = 20,
-    dtype: Annotated[str, typer.Option(metavar="float32|bfloat16|float16", help="Element type.")] = "float32",
+    dtype: Annotated[str, o.choices(("float32", "bfloat16", "float16"), "DTYPE",
+                                    help="Element type: float32, bfloat16 or float16.")] = "float32",
     timeout: Annotated[float, typer.Option(parser=real(0, 10**6, above=True), metavar="SECONDS",
                                            help="Seconds before the run is stopped (results so far are kept; "
                                            "when cost4d starts torchrun).")] = 600,

@@ -76,6 +76,10 @@ def complete_values(callback) -> None:
         info = next((m for m in get_args(annotation)[1:] if isinstance(m, typer.models.OptionInfo)), None)
         if info is None or info.autocompletion is not None:
             continue
+        listed = getattr(info, "cost4d_choices", None)  # options.choices(...)
+        if listed is not None:
+            info.autocompletion = _starting_with(lambda listed=listed: listed)
+            continue
         if name in NAMES:
             info.autocompletion = _starting_with(NAMES[name])
         if name in NAMES or not _CHOICES.fullmatch(info.metavar or ""):

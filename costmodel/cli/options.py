@@ -14,6 +14,19 @@ DEGREE = dict(parser=whole(1, bounds.DEVICES), metavar="N")
 STEPS = dict(parser=whole(1, bounds.STEPS), metavar="N")
 TORUS_AXES = dict(parser=whole(1, 8), metavar="N")
 
+#: the pipeline schedules a layout may name
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+
+
+def choices(values: tuple, name: str, **kwargs):
+    """A typer.Option that takes one of ``values``: its metavar lists them when they fit a help column (20
+    characters), else it is ``name`` and the help lists them; Tab completes them either way (cli/completion.py)."""
+    listed = "|".join(values)
+    option = typer.Option(metavar=listed if len(listed) <= 20 else name, **kwargs)
+    option.cost4d_choices = tuple(values)
+    return option
+
+
 _LAYOUT = "Parallel layout"
 _OUT = "Output"
 
@@ -50,7 +63,7 @@ EpOpt = Annotated[int, typer.Option(**DEGREE, help="Expert-parallel degree (MoE 
     rich_help_panel=_LAYOUT)]
 EtpOpt = Annotated[Optional[int], typer.Option(**DEGREE, help="Expert tensor-parallel degree (MoE): each routed "
     "expert split over this many of the --tp ranks (default: all); below --tp the other TP ranks join the experts' "
-    "data axis, so --ep may span them (Megatron-core's --expert-tensor-parallel-size).", rich_help_panel=_LAYOUT)]
+    "data axis, so --ep may span them (Megatron-core's expert tensor-parallel size).", rich_help_panel=_LAYOUT)]
 ImbalanceOpt = Annotated[float, typer.Option(parser=real(1, 1024), metavar="FACTOR",
     help="MoE load imbalance: tokens the busiest expert-parallel rank receives, as a multiple of the even share "
     "(dropless routing). Scales its all-to-alls, routed activations and expert time. Default 1: balanced.",
@@ -99,7 +112,7 @@ RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K"
     "or every:K (every K-th layer fully).", rich_help_panel=_ADV)]
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
-CheckpointOpt = Annotated[str, typer.Option(metavar="reentrant|non-reentrant",
+CheckpointOpt = Annotated[str, choices(("reentrant", "non-reentrant"), "MODE",
     help="How recomputation reruns: reentrant reruns it whole (Megatron, use_reentrant=True); non-reentrant "
     "(torch's use_reentrant=False) stops early, skipping each layer's last matmul under full or every:K, and "
     "the product with V under selective recomputation of math attention.",
@@ -108,7 +121,7 @@ AttentionOpt = Annotated[Optional[str], typer.Option(metavar="flash|math|eager",
     help="Attention implementation: flash (no s x s tensors saved; = --flash), math (grouped GQA, low-precision "
     "softmax; = --no-flash) or eager (Hugging Face eager: K, V repeated to all heads, fp32 softmax).",
     rich_help_panel=_ADV)]
-ScheduleOpt = Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
+ScheduleOpt = Annotated[str, choices(SCHEDULES, "SCHEDULE",
     help="Pipeline schedule: gpipe (AFAB), 1f1b, interleaved (with --chunks), zb-h1.", rich_help_panel=_ADV)]
 TpKvOpt = Annotated[str, typer.Option(metavar="split|replicate",
     help="KV heads under TP: split (--tp must divide them) or replicate (--tp may be a multiple of them: each "
@@ -142,7 +155,7 @@ HsdpOpt = Annotated[Optional[int], typer.Option(**DEGREE,
     help="HSDP: shard within groups of this many devices (sets --fsdp); --dp counts the replicas across them.",
     rich_help_panel=_ADV)]
 AccumOpt = Annotated[int, typer.Option(**STEPS, help="Gradient-accumulation steps per optimizer step.", rich_help_panel=_ADV)]
-TpEndsOpt = Annotated[str, typer.Option(metavar="vocab-parallel|replicated",
+TpEndsOpt = Annotated[str, choices(("vocab-parallel", "replicated"), "HOW",
     help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
     rich_help_panel=_ADV)]
 

@@ -32,8 +32,8 @@ def pipeline_cmd(
     out: FigureOpt,
     pp: Annotated[int, typer.Option("--pp", parser=whole(1, 256), metavar="N", help="Pipeline stages.")] = 4,
     microbatches: Annotated[int, typer.Option(parser=whole(1, 1024), metavar="N", help="Micro-batches per step.")] = 8,
-    schedule: Annotated[str, typer.Option(metavar="gpipe|1f1b|interleaved|zb-h1",
-                                          help="The schedule to play out.")] = "1f1b",
+    schedule: Annotated[str, o.choices(o.SCHEDULES, "SCHEDULE", help="The schedule to play out: "
+                                       + ", ".join(o.SCHEDULES) + ".")] = "1f1b",
     chunks: Annotated[int, typer.Option(parser=whole(1, 64), metavar="V",
                                         help="Model chunks per device (--schedule interleaved).")] = 1,
     as_json: PlotJsonOpt = False,
