@@ -68,7 +68,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
         "components": {k: number(v) for k, v in top.components.items()},
         "total_bytes": number(top.total_bytes),
         "framework": profile_name(cost.framework),
-        "overheads": {k: {"bytes": number(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
+        "overheads": {k: {"bytes": round(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
                       for k, v in top.overheads.items() if v},
         "peak_bytes": number(top.peak_bytes), "reserved_bytes": round(top.reserved_bytes),
         "peak_phase": top.peak_phase,
