@@ -49,6 +49,16 @@ def exact_fraction(value):
     return sympy.Rational(Fraction(value).limit_denominator(1000))
 
 
+def square_root(value):
+    """The square root of a number, a numpy array or a sympy expression (kept whole: sqrt(B N/F), not the
+    B^0.5 N^0.5/F^0.5 a float power prints as, nor sympy's sqrt(B) sqrt(N)/sqrt(F) of positive letters)."""
+    if family(value) == "sympy":
+        import sympy
+
+        return sympy.Pow(value, sympy.Rational(1, 2), evaluate=False)
+    return value ** 0.5
+
+
 def maximum(a, b):
     """max(a, b), elementwise for arrays, ``Max`` for symbols."""
     kind = family(a, b)

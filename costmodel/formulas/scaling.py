@@ -9,7 +9,7 @@ The book drops the (n-1)/n ring factor; so do these formulas.
 
 from __future__ import annotations
 
-from costmodel.mathops import maximum
+from costmodel.mathops import maximum, square_root
 
 #: FLOP and byte multiplier per pass: forward 4, backward 8, whole step 12 (4 + 8).
 PASS_FACTOR = {"forward": 4, "step": 12}
@@ -75,7 +75,7 @@ def data_batch_per_device(*, alpha, mx):
 
 def optimal_fsdp_degree(*, batch, devices, mx, my, d_ff):
     """X_opt = sqrt(B N M_X / (F M_Y)): the split that minimises T_FSDP + T_TP for fixed N."""
-    return (batch * devices * mx / (d_ff * my)) ** 0.5
+    return square_root(batch * devices * mx / (d_ff * my))
 
 
 def optimal_split_batch_per_device(*, alpha, mx, my, d_ff, overlap):

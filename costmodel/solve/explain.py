@@ -250,7 +250,7 @@ def split_steps(problem, split, rows: list | None) -> list[Step]:
                  f"B/N = {split.continuous_per_device_batch:,.1f} tokens per device"),
         ]
         if split.best is not None:
-            tried = "; ".join(f"X = {c.x} (M_X = {c.mx}), Y = {c.y}: "
+            tried = "; ".join(f"X = {c.x} (M_X = {c.mx}), Y = {c.y} (M_Y = {c.my}): "
                               + (f"{c.per_device_batch:,.1f}" if c.per_device_batch != float("inf") else "never")
                               for c in sorted(split.candidates, key=lambda c: c.per_device_batch))
             b = split.best
