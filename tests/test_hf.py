@@ -129,3 +129,22 @@ def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
     plain = str(tmp_path / "plain" / "config.json")
     assert load_model(plain).name == (plain if len(plain) <= NAME else "..." + plain[len(plain) - NAME + 3:])
     assert load_model(plain).name.endswith("plain/config.json")
+
+
+def test_a_folder_holding_a_config_names_the_model(tmp_path, monkeypatch):
+    """--model FOLDER reads FOLDER/config.json (a downloaded model's folder); a name no file has stays unknown."""
+    import json
+
+    from costmodel.errors import CostModelError
+    from costmodel.specs.load import load_model
+
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 512,
+              "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+              "vocab_size": 1000, "max_position_embeddings": 512}
+    (tmp_path / "mymodel").mkdir()
+    (tmp_path / "mymodel" / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    assert load_model("mymodel").name == load_model("mymodel/").name == "mymodel/config.json"
+    for name in ("notthere", "bad\0name"):
+        with pytest.raises(CostModelError, match="unknown model"):
+            load_model(name)

@@ -71,6 +71,14 @@ def validate(cls, data: dict, where: str):
         raise CostModelError(f"{where}: {loc}{value}: {first['msg'].removeprefix('Value error, ')}{more}") from None
 
 
+def _holds_config(name: str) -> bool:
+    """Whether ``name`` is a folder holding a Hugging Face config.json."""
+    try:
+        return (Path(name) / "config.json").is_file()
+    except (OSError, ValueError):  # a name no file can have (a NUL byte, too long)
+        return False
+
+
 def _is_path(name: str) -> bool:
     return name.lower().endswith((".toml", ".json")) or "/" in name  # read_document takes either case too
 
@@ -91,9 +99,12 @@ def hf_model_name(path: Path, data: dict) -> str:
 
 
 def load_model(name: str):
-    """A built-in model by name, or a spec file (TOML/JSON with ``kind`` = ffn | transformer)."""
+    """A built-in model by name, a spec file (TOML/JSON with ``kind`` = ffn | transformer), or a Hugging Face
+    config.json, named or found in the folder named (a downloaded model's folder)."""
     from costmodel.specs.catalog import BUILTIN_MODELS
 
+    if name not in BUILTIN_MODELS and _holds_config(name):
+        name = str(Path(name) / "config.json")
     if _is_path(name):
         from costmodel.specs.hf import from_hf_config, is_hf_config  # files only: built-ins skip the import
 
