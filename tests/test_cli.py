@@ -432,3 +432,18 @@ def test_help_at_80_columns_cuts_no_word(command):
                           env={**os.environ, "COLUMNS": "80"}).stdout
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
     assert "interleav\n" not in text and not re.search(r"\|[a-z-]*-?\s*│\s*\n", text)
+
+
+@pytest.mark.parametrize("command", [
+    ["solve", "fsdp", "--model", "xxl", "--limit", "95GB"],
+    ["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2", "--what-if"],
+    ["homework", "xxl", "--answers"],
+    ["solve", "ep", "--model", "mixtral-8x7b", "--fsdp", "8", "--zero", "1", "--tokens", "4096", "--limit", "40GB"],
+])
+def test_prose_wraps_at_80_columns(command):
+    """Prose answers wrap at spaces to the width (not left to the terminal, which breaks words)."""
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "costmodel", *command], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0 and max(map(len, done.stdout.splitlines())) <= 80, done.stderr

@@ -69,6 +69,10 @@ def _show(derivation, fmt: str, as_json: bool) -> None:
         from costmodel.report import emit_json
 
         emit_json(derivation.as_dict())
+    elif fmt == "text":  # prose, wrapped to the width; Markdown and LaTeX go out as written (for files)
+        from costmodel.report.common import say
+
+        say(derivation.render(fmt))
     else:
         typer.echo(derivation.render(fmt))
 

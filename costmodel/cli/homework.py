@@ -53,7 +53,11 @@ def _command(kind: str):
             emit_json(hw.as_dict())
             return
         text = hw.render(fmt, answers)
-        if path is None:
+        if path is None and fmt == "text":  # prose, wrapped to the width
+            from costmodel.report.common import say
+
+            say(text.rstrip("\n"))
+        elif path is None:
             typer.echo(text, nl=False)
         else:
             write_text(path, text)

@@ -70,7 +70,7 @@ def solve_fsdp_cmd(
 
     Example: cost4d solve fsdp --model xxl --limit 95GB
     """
-    from costmodel.report.common import emitted_json, number
+    from costmodel.report.common import emitted_json, number, say
     from costmodel.specs.load import load_run, profile_name
 
     frame, spec, rec = load_run(model, recipe, framework)
@@ -87,9 +87,9 @@ def solve_fsdp_cmd(
     if emitted_json(payload, sym, as_json):
         return
     if sym:
-        typer.echo(f"M(N) = {sym['memory']}\nM(N) < M_max  <=>  N > {sym['n_bound']}\n")
+        say(f"M(N) = {sym['memory']}\nM(N) < M_max  <=>  N > {sym['n_bound']}\n")
     if answer.searched:
-        typer.echo(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: the heaviest stage's reserved peak "
+        say(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: the heaviest stage's reserved peak "
                    f"+ {frame.outside_allocator_bytes:,.0f} B outside the allocator is "
                    f"{answer.replicated_bytes + answer.sharded_bytes:,.0f} B at N = {answer.n_fsdp} "
                    f"(limit {limit_bytes:,.0f} B, {source}); "
@@ -98,9 +98,9 @@ def solve_fsdp_cmd(
                    + ("(N as the expert axis admits) " if layout.ep > 1 else "")
                    + f"(searched: a maximum over phases is not a + b/N)  ->  N_FSDP = {answer.n_fsdp}")
         return
-    typer.echo(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "
-               f"{answer.sharded_bytes:,.0f} / N bytes; limit {limit_bytes:,.0f} B ({source})")
-    typer.echo(f"N > {answer.sharded_bytes:,.0f} / ({limit_bytes:,.0f} - {answer.replicated_bytes:,.0f}) "
+    say(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "
+        f"{answer.sharded_bytes:,.0f} / N bytes; limit {limit_bytes:,.0f} B ({source})")
+    say(f"N > {answer.sharded_bytes:,.0f} / ({limit_bytes:,.0f} - {answer.replicated_bytes:,.0f}) "
                f"= {answer.threshold:.2f}  ->  N_FSDP = {answer.n_fsdp}"
                + (f" (a multiple of --ep {layout.ep}, which shards the experts over N / {layout.ep})"
                   if layout.ep > 1 and answer.n_fsdp else ""))
@@ -146,7 +146,7 @@ def solve_ep_cmd(
 
     Example: cost4d solve ep --model mixtral-8x7b --fsdp 8 --zero 1 --tokens 4096 --recompute full --hardware h100-sxm
     """
-    from costmodel.report.common import emitted_json, number
+    from costmodel.report.common import emitted_json, number, say
     from costmodel.solve.ep import solve_ep
     from costmodel.specs.load import load_run, profile_name
     from costmodel.units import format_bytes
@@ -165,8 +165,8 @@ def solve_ep_cmd(
         return
     for e, need in answer.tried.items():
         typer.echo(f"--ep {e}: {format_bytes(need)}" + ("  fits" if e == answer.ep else ""))
-    typer.echo(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: limit {format_bytes(limit_bytes)} ({source})"
-               f"  ->  EP = {answer.ep}")
+    say(f"{spec.name}, recipe {rec.name}, framework {profile_name(frame)}: limit {format_bytes(limit_bytes)} ({source})"
+        f"  ->  EP = {answer.ep}")
 
 
 OptimizeSplitOpt = Annotated[bool, typer.Option("--optimize-split", help="Also find the best X x Y split.")]

@@ -64,6 +64,14 @@ def console():
     return Console(highlight=False)
 
 
+def say(text: str) -> None:
+    """Prose, wrapped at spaces to the terminal's width (or COLUMNS), each line's indent kept; brackets printed as
+    written."""
+    from costmodel.report.tables import literal
+
+    console().print(literal(text))
+
+
 def table(title: str, *columns: str):
     """A table that fits the width (costmodel.report.tables); columns whose name starts with '>' are
     right-aligned numbers, never wrapped."""
