@@ -438,7 +438,8 @@ def test_help_at_80_columns_cuts_no_word(command):
     ["solve", "fsdp", "--model", "xxl", "--limit", "95GB"],
     ["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2", "--what-if"],
     ["homework", "xxl", "--answers"],
-    ["solve", "ep", "--model", "mixtral-8x7b", "--fsdp", "8", "--zero", "1", "--tokens", "4096", "--limit", "40GB"],
+    ["solve", "ep", "--model", "mixtral-8x7b", "--fsdp", "8", "--zero", "1", "--pp", "4", "--tokens", "4096",
+     "--recompute", "full", "--recipe", "megatron", "--limit", "40GB"],
 ])
 def test_prose_wraps_at_80_columns(command):
     """Prose answers wrap at spaces to the width (not left to the terminal, which breaks words)."""
