@@ -113,14 +113,21 @@ class _Commands(MutableMapping):
 
 class _UntypedFlags:
     """A flag takes no value, so its help shows no type: typer >= 0.2x prints ``<bool>`` beside each flag
-    (--json, --sp, --help), as if it wanted one."""
+    (--json, --sp, --help), as if it wanted one; an argument named by its metavar (FILE, LOG) shows no
+    ``<list[Path]>`` beside it either."""
 
     def get_params(self, ctx):
         params = super().get_params(ctx)
         for param in params:
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""
+            elif param.param_type_name == "argument" and param.metavar:
+                param.display_type_rich = _no_type
         return params
+
+
+def _no_type(ctx=None):
+    return None
 
 
 class Command(_UntypedFlags, TyperCommand):
