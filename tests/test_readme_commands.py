@@ -23,14 +23,12 @@ def whole_in(number: str, text: str) -> bool:
 
 
 #: command lines that name files a reader supplies
-PLACEHOLDERS = ("my_model.toml", "path/to/", "mine.json", "HOST:PORT")
+PLACEHOLDERS = ("path/to/", "mine.json", "HOST:PORT")
 
 
-def readme_commands() -> list[tuple[str, str, str]]:
-    """(command, comment, output) for each cost4d line of the README's bash blocks, continuations joined.
-    ``cost4d X Y ... --more`` stands for the arguments of the last full command line (``...`` expanded); a
-    comment line right under a command (``#   text  ...``) is text its output prints."""
-    out, block, pending, last_args, under = [], False, "", [], False
+def _lines() -> list[str]:
+    """The README's bash blocks' lines, continuations joined."""
+    out, block, pending = [], False, ""
     for line in (ROOT / "README.md").read_text().splitlines():
         if line.startswith("```"):
             block = line.startswith("```bash") and not block
@@ -42,13 +40,32 @@ def readme_commands() -> list[tuple[str, str, str]]:
             pending = line[:-1] + " "
             continue
         pending = ""
+        out.append(line)
+    return out
+
+
+def readme_commands() -> list[tuple]:
+    """(command, comment, output, writes, needs) for each cost4d line of the README's bash blocks.
+    ``cost4d X Y ... --more`` stands for the arguments of the last full command line (``...`` expanded); a
+    comment line right under a command (``#   text  ...``) is text its output prints; ``cost4d ... > FILE``
+    writes FILE, and a command naming a FILE another line writes runs that line first (``needs``)."""
+    lines = _lines()
+    writers = {}
+    for line in lines:
+        code = line.partition("#")[0]
+        if code.startswith("cost4d ") and ">" in code:
+            command, _, target = code.partition(">")
+            writers[target.strip()] = " ".join(command.split())
+    out, last_args, under = [], [], False
+    for line in lines:
         if line.startswith("#") and under:  # the line right under a command
-            command, comment, _ = out[-1]
-            out[-1] = (command, comment, line.lstrip("# ").split("  ...")[0].strip())
+            command, comment, _, writes, needs = out[-1]
+            out[-1] = (command, comment, line.lstrip("# ").split("  ...")[0].strip(), writes, needs)
         under = False
         if line.startswith("#"):
             continue
         code, _, comment = line.partition("#")
+        code, _, writes = code.partition(">")
         words = code.split()
         if words[:1] != ["cost4d"] or any(p in code for p in PLACEHOLDERS):
             continue
@@ -58,7 +75,8 @@ def readme_commands() -> list[tuple[str, str, str]]:
         else:
             first_option = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
             last_args = words[first_option:]
-        out.append((" ".join(words), comment.strip(), None))
+        needs = [(file, writers[file]) for file in words if file in writers]
+        out.append((" ".join(words), comment.strip(), None, writes.strip() or None, needs))
         under = True
     return out
 
@@ -78,14 +96,21 @@ def test_readme_lists_commands():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, comment, output", readme_commands(),
+@pytest.mark.parametrize("command, comment, output, writes, needs", readme_commands(),
                          ids=lambda v: v[:60] if isinstance(v, str) else "")
-def test_readme_command_runs_from_an_install(installed, tmp_path, command, comment, output):
+def test_readme_command_runs_from_an_install(installed, tmp_path, command, comment, output, writes, needs):
     env = {**os.environ, "PYTHONPATH": str(installed)}
-    args = shlex.split(command)[1:]
-    result = subprocess.run([sys.executable, "-m", "costmodel", *args], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+
+    def run(line):
+        return subprocess.run([sys.executable, "-m", "costmodel", *shlex.split(line)[1:]], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    for file, writer in needs:  # the README's line that writes it, first
+        (tmp_path / file).write_text(run(writer).stdout)
+    result = run(command)
     assert result.returncode == 0, result.stderr
+    if writes:
+        (tmp_path / writes).write_text(result.stdout)
     assert str(installed) in subprocess.run([sys.executable, "-c", "import costmodel; print(costmodel.__file__)"],
                                             cwd=tmp_path, env=env, capture_output=True, text=True).stdout
     for number in NUMBER.findall(comment):  # each figure it states, as a whole number in the output (not 8 in 38)
