@@ -22,8 +22,11 @@ def whole_in(number: str, text: str) -> bool:
     return bool(re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", text))
 
 
-#: command lines that name files a reader supplies
-PLACEHOLDERS = ("path/to/", "mine.json", "HOST:PORT")
+#: command lines that name files a reader supplies (a cluster's benchmark output, a rendezvous address)
+PLACEHOLDERS = ("mine.json", "HOST:PORT")
+#: a Hugging Face config the README's path/to/config.json stands for: a MoE one where the line uses --ep
+HF_CONFIG = {False: ROOT / "tests" / "fixtures" / "hf" / "llama-3-8b.json",
+             True: ROOT / "tests" / "fixtures" / "hf" / "mixtral-8x7b-v0.1.json"}
 
 
 def _lines() -> list[str]:
@@ -107,6 +110,9 @@ def test_readme_command_runs_from_an_install(installed, tmp_path, command, comme
 
     for file, writer in needs:  # the README's line that writes it, first
         (tmp_path / file).write_text(run(writer).stdout)
+    if "path/to/config.json" in command:
+        (tmp_path / "path" / "to").mkdir(parents=True)
+        (tmp_path / "path" / "to" / "config.json").write_text(HF_CONFIG["--ep" in command].read_text())
     result = run(command)
     assert result.returncode == 0, result.stderr
     if writes:
