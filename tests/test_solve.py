@@ -183,3 +183,10 @@ def test_explain_batch_derives_the_split_and_what_if_that_solve_batch_prints():
     assert "T_math = 4 B D F/(C N)" in text and "alpha^2" in text
     latex = runner.invoke(app, ["explain", "batch", *V5P_C, "--format", "latex"]).stdout
     assert r"$\geq$" in latex and "$>$=" not in latex
+
+
+def test_explain_markdown_breaks_each_steps_lines():
+    """In Markdown a step's formula, values and result are lines of their own (a hard break, two spaces), not
+    one paragraph run together."""
+    md = runner.invoke(app, ["explain", "batch", *V5P_C, "--format", "markdown"]).stdout
+    assert "  \n   ->" in md and all(not line.endswith("  ") for line in md.splitlines() if "->" in line)

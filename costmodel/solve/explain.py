@@ -196,11 +196,12 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
     lines.append(f"## {title}" if md else title)
     for i, s in enumerate(steps, 1):
         formula = "" if s.formula is None else (f"${_latex(s.formula)}$" if md else readable(s.formula))
-        lines.append(f"{i}. {s.title}" + (f": {formula}" if formula else ""))
+        step = [f"{i}. {s.title}" + (f": {formula}" if formula else "")]
         if s.values:
-            lines.append(f"   {s.values}")
+            step.append(f"   {s.values}")
         if s.result:
-            lines.append(f"   -> {'**' + s.result + '**' if md else s.result}")
+            step.append(f"   -> {'**' + s.result + '**' if md else s.result}")
+        lines += [line + "  " for line in step[:-1]] + step[-1:] if md else step  # Markdown: a line break each
     lines.append("")
     lines.append("Conventions:" if not md else "**Conventions**")
     lines += [f"- {c}" for c in conventions]
