@@ -165,3 +165,14 @@ def test_catalogs_at_80_columns_keep_every_word_of_their_sources_whole(command):
 
     assert max(map(len, out.splitlines())) <= 80
     assert all(flat(source) in flat(out) for source in sources), command
+
+
+def test_a_wrapped_command_is_still_one_shell_command():
+    from costmodel.report.tables import command_lines
+
+    command = "cost4d step --model llama3-70b --hardware h100-sxm --recipe megatron --tp 4 --sp --pp 4 --cp 2 " \
+              "--fsdp 16 --zero 1 --tokens 8192 --seq 8192 --schedule interleaved --chunks 4 --microbatches 32"
+    lines = command_lines(command, 60)
+    assert len(lines) > 1 and max(map(len, lines)) <= 60 and all(line.endswith(" \\") for line in lines[:-1])
+    assert " ".join(" ".join(line.removesuffix("\\").split()) for line in lines) == command  # what a shell reads
+    assert command_lines("cost4d models", 60) == ["cost4d models"]

@@ -104,7 +104,10 @@ def plan(
         chosen = result.best[explain - 1].layout
         cost = evaluate_layout(spec, rec, Layout(**chosen), device, precision=precision,
                                framework=frame)
-        typer.echo(f"\n#{explain}: {commands[explain - 1]}")
+        from costmodel.report.common import output_width
+        from costmodel.report.tables import command_lines
+
+        typer.echo(f"\n# {explain}\n" + "\n".join(command_lines(commands[explain - 1], output_width())))
         step_report(cost, device, as_json=False)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from costmodel.report.common import console, emit_json, layout_text, table
+from costmodel.report.common import console, emit_json, layout_text, output_width, table
 from costmodel.report.memory import VERDICTS
-from costmodel.report.tables import literal
+from costmodel.report.tables import command_lines, literal
 
 
 def _layout_text(layout: dict) -> str:
@@ -66,6 +66,6 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     if any("step_s_low" in row for row in data["layouts"]):
         out.print("range s: the step time's error range, from the step model's residuals on its training runs "
                   "(`cost4d step` prints its source)")
-    out.print("Reproduce a row: " + (commands[0] if commands else "-"))
-    for i, cmd in enumerate(commands[1:], start=2):
-        out.print(f"  #{i}: {cmd}")
+    out.print("Reproduce a row:" + ("" if commands else " -"))
+    for i, cmd in enumerate(commands, start=1):
+        out.print(f"# {i}\n" + literal("\n".join(command_lines(cmd, output_width()))))

@@ -73,6 +73,16 @@ def wrap(text: str, width: int) -> list[str]:
     return [text[a:b].rstrip() for a, b in zip(starts, [*starts[1:], len(text)])] or [""]
 
 
+def command_lines(command: str, width: int, indent: str = "    ") -> list[str]:
+    """A shell command wrapped at spaces to ``width``, each line but the last ending in ' \\' and the rest
+    indented: still one command when pasted into a shell (wrapping it as prose would cut it in two)."""
+    lines = wrap(command, max(width - 2, 20))
+    if len(lines) > 1:
+        rest = wrap(" ".join(lines[1:]), max(width - 2 - len(indent), 20))
+        lines = lines[:1] + [indent + line for line in rest]
+    return [line + " \\" for line in lines[:-1]] + lines[-1:]
+
+
 def longest_piece(text: str) -> int:
     """The narrowest ``text`` wraps to without folding a word."""
     return max((e - s for s, e in _pieces(text)), default=0)
