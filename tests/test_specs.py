@@ -103,3 +103,11 @@ def test_the_numeric_path_builds_no_validating_model_for_shipped_specs():
                  ["memory", "--model", "mixtral-8x7b", "--framework", "nanotron", "--hardware", "aws-p5"]):
         done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
         assert done.returncode == 0 and done.stderr.strip().splitlines()[-1] == "False", done.stderr
+
+
+def test_dataclasses_replace_on_a_loaded_spec_validates_and_keeps_where_it_was_read():
+    loaded = load_hardware("h100-sxm")
+    renamed = dataclasses.replace(loaded, name="mine")
+    assert renamed.name == "mine" and renamed._folder == loaded._folder and renamed.hbm == loaded.hbm
+    with pytest.raises(ValidationError):
+        dataclasses.replace(loaded, name="")

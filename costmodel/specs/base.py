@@ -78,7 +78,8 @@ class Spec:
     def __init__(self, **fields):
         from costmodel.specs.validation import validated_fields
 
-        self._fill(validated_fields(type(self), fields))
+        private = {name: value for name, value in fields.items() if name.startswith("_")}  # set by the loader
+        self._fill({**validated_fields(type(self), {k: v for k, v in fields.items() if k not in private}), **private})
 
     @classmethod
     def _built(cls, fields: dict):
