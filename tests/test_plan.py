@@ -232,3 +232,18 @@ def test_the_named_parts_and_the_bubble_add_up_to_the_step():
     assert any(row.bubble > 0 for row in rows) and any(row.parts["framework_s"] > 0 for row in rows)
     for row in rows:
         assert sum(row.parts[k] for k in WHY_PARTS) + row.bubble_s == pytest.approx(row.step_s, rel=1e-12)
+
+
+def test_memory_sure_keeps_only_layouts_whose_band_fits():
+    """--memory sure: the capacity check uses the framework's band's high end, so every row's verdict is 'fits'
+    and more layouts are rejected by memory than with the default (likely)."""
+    import json
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "costmodel", "plan", "--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16",
+            "--global-batch", "1048576", "--seq", "8192", "--framework", "megatron", "--top", "20", "--json"]
+    likely, sure = (json.loads(subprocess.run(args + extra, capture_output=True, text=True, check=True).stdout)
+                    for extra in ([], ["--memory", "sure"]))
+    assert all(row["memory_verdict"] == "fits" for row in sure["layouts"])
+    assert sure["feasible"] < likely["feasible"] and sure["capacity_bytes"] < likely["capacity_bytes"]

@@ -23,16 +23,21 @@ PrecisionOpt = Annotated[str, typer.Option("--precision", metavar="bf16|fp8",
                                            help="Matmul precision, as in `cost4d step`.")]
 HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), metavar="FRACTION",
                                             help="Fraction of HBM to leave free (e.g. 0.05).")]
+MemoryOpt = Annotated[str, o.choices(("likely", "sure"), "WHICH", help=(
+    "Which layouts count as fitting: likely (the predicted peak fits; a row says 'may not fit' where the "
+    "framework's fitted band reaches past the HBM) or sure (the band's high end fits too: every row 'fits')."))]
 
 
 def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe, framework: str, precision: str,
-           top: int, headroom: float, document: int | None = None):
+           top: int, headroom: float, document: int | None = None, memory: str = "likely"):
     """(framework profile, model spec, recipe, device, sequence, the plan, its header): the search both
     commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
     from costmodel.errors import CostModelError
     from costmodel.solve.plan import plan as run
     from costmodel.specs.load import load_hardware, load_run, profile_name
 
+    if memory not in ("likely", "sure"):
+        raise CostModelError(f"--memory {memory[:40]!r}: use likely or sure")
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware)
     length = seq or getattr(spec, "seq_len", None)
@@ -40,7 +45,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
                  framework=frame, precision=precision, top=top, headroom=headroom,
-                 document=document)
+                 document=document, memory=memory)
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
                              f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
@@ -60,6 +65,7 @@ def plan(
     precision: PrecisionOpt = "bf16",
     top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
     headroom: HeadroomOpt = 0.0,
+    memory: MemoryOpt = "likely",
     document: o.DocumentOpt = None,
     explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
@@ -85,7 +91,7 @@ def plan(
     if explain is not None and explain > top:
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
     frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
-                                                              framework, precision, top, headroom, document)
+                                                              framework, precision, top, headroom, document, memory)
     # the names or files the user gave: a profile or recipe file is named by its path, not its name field
     commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
                         framework=None if frame is None else framework, precision=precision) for p in result.best]

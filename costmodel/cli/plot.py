@@ -10,7 +10,7 @@ import typer
 from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 from costmodel.cli.measure import with_log_hints
-from costmodel.cli.plan import (GlobalBatchOpt, GpusOpt, HeadroomOpt, PrecisionOpt, SeqOpt, StepHardwareOpt,
+from costmodel.cli.plan import (GlobalBatchOpt, GpusOpt, HeadroomOpt, MemoryOpt, PrecisionOpt, SeqOpt, StepHardwareOpt,
                                 search)
 from costmodel.cli.solve import FSDP_SOLVE
 from costmodel.inputs.numbers import whole
@@ -234,6 +234,7 @@ def plan_cmd(
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
     headroom: HeadroomOpt = 0.0,
+    memory: MemoryOpt = "likely",
     as_json: PlotJsonOpt = False,
 ) -> None:
     """Tokens/s against peak memory of every feasible layout, the Pareto front highlighted (the figure of
@@ -246,7 +247,7 @@ def plan_cmd(
 
     check_path(out, "--out")
     _, spec, _, device, _, result, header = search(model, hardware, gpus, global_batch, seq, recipe, framework,
-                                                   precision, 1, headroom)
+                                                   precision, 1, headroom, memory=memory)
     plan_cloud(result, header, out)
     _done(as_json, out, "plan", f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the "
           f"best {result.best[0].tokens_per_s:,.0f} tokens/s", lambda d: d.plan_cloud(result))

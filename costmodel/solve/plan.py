@@ -69,7 +69,8 @@ class Plan:
 
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
-         precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None) -> Plan:
+         precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None,
+         memory: str = "likely") -> Plan:
     """The ``top`` layouts by predicted tokens/s (see the module docstring); ``document``: every layout's
     sequences hold documents of that many tokens, attention masked to each (`step --document`)."""
     import numpy as np
@@ -95,7 +96,11 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     placed = bool(rows[:, 10].any())  # some layout is searched in another order than the default
     outside = framework.outside_allocator_bytes if framework is not None else 0
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
-    rejected = {"layout rules (divisibility, stages)": 0, f"memory (over {capacity / 2**30:,.1f} GiB)": 0}
+    if memory == "sure" and framework is not None:  # the band's high end, reserved / (1 + error_low), must fit too
+        capacity *= 1 + framework.error_low
+    over = f"memory (over {capacity / 2**30:,.1f} GiB" + (", the band's high end over the HBM" if memory == "sure"
+                                                         and framework is not None else "") + ")"
+    rejected = {"layout rules (divisibility, stages)": 0, over: 0}
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my, order = rows.T
     stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
@@ -132,7 +137,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         memory = np.asarray(cost.memory_bytes, dtype=float)
         fits = memory <= capacity
         rejected["layout rules (divisibility, stages)"] += int((~valid).sum())
-        rejected[f"memory (over {capacity / 2**30:,.1f} GiB)"] += int((valid & ~fits).sum())
+        rejected[over] += int((valid & ~fits).sum())
         ok = np.nonzero(valid & fits)[0]
         step = cost.step
         seconds = np.broadcast_to(np.asarray(step.step_s, dtype=float), idx.shape)
