@@ -35,7 +35,7 @@ import functools
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 import torch.nn.functional as F
 from torch_autocast import Decoder, train_step

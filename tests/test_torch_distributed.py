@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 
 from costmodel.specs.layout import Layout
 from costmodel.specs.model import FFNStack

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 from test_torch_distributed import RING_PASSES, measured_rows, predicted_rows, run_ranks, tally
 
 from costmodel.specs.layout import Layout

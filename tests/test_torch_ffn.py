@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 from torch_models import SavedStorages, count_flops, ffn_stack
 

@@ -40,7 +40,7 @@ twice (2 a d_h B per token too many); the formula's flash core is now the fp32 l
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint

@@ -21,7 +21,7 @@ output too (test_math_attention_at_batch_one_keeps_the_whole_kv).
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 import torch.nn.functional as F
 from torch_llama import rope_tables, storage_breakdown, storage_bytes

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 from torch_llama import rms_norm, rope_tables, storage_breakdown, storage_bytes
 from torch_models import SavedStorages, count_flops, decoder_step_flops

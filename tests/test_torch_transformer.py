@@ -9,7 +9,7 @@ embedding_params, position_params, output_params); formulas/flops.py
 
 import pytest
 
-pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install 'cost4d[test]'")
+pytest.importorskip("torch", reason="the PyTorch cross-checks need torch: pip install torch==2.13.0 (the README's test command)")
 import torch
 from torch_models import Decoder, decoder_step_flops, part_of
 

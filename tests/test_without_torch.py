@@ -23,4 +23,4 @@ def test_torch_modules_skip_with_a_reason_when_torch_is_missing(tmp_path):
                           capture_output=True, text=True, env=env, cwd=HERE.parent)
     assert done.returncode in (0, 5), done.stdout[-2000:]  # 5: nothing left to run
     assert "error" not in done.stdout.lower(), done.stdout[-2000:]
-    assert done.stdout.count("need torch: pip install 'cost4d[test]'") == len(modules), done.stdout[-2000:]
+    assert done.stdout.count("need torch: pip install torch==2.13.0") == len(modules), done.stdout[-2000:]

@@ -16,7 +16,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.inputs.numbers import real, whole
 
-bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install 'cost4d\\[bench]').",
+bench_app = typer.Typer(help="Measure real hardware (needs torch: pip install torch).",
                         no_args_is_help=True)
 
 
@@ -128,7 +128,7 @@ def _need_torch(command: str) -> None:
     try:
         importlib.import_module("torch")
     except ImportError as err:
-        raise CostModelError(f"{command} needs PyTorch ({err}): pip install 'cost4d[bench]' (or torch itself)") from None
+        raise CostModelError(f"{command} needs PyTorch ({err}): pip install torch (or the bench extra: pip install '.[bench]' in cost4d's source folder)") from None
 
 
 def _check_backend(backend: str, nproc: int) -> None:

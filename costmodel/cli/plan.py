@@ -71,7 +71,7 @@ def plan(
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
     plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
         help="Also draw tokens/s against peak memory of every feasible layout, the Pareto front marked "
-        "(needs matplotlib: pip install 'cost4d\\[plot]').")] = None,
+        "(needs matplotlib: pip install matplotlib).")] = None,
     as_json: o.JsonOpt = False,
 ) -> None:
     """Search every layout that fits (data x FSDP/HSDP x TP+SP x PP schedules x CP x EP x micro-batch x recompute).

@@ -16,7 +16,7 @@ from costmodel.cli.solve import FSDP_SOLVE
 from costmodel.inputs.numbers import whole
 from costmodel.units import UnitSystem
 
-plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install 'cost4d\\[plot]'): the pipeline "
+plot_app = typer.Typer(help="Figures (PNG or SVG; needs matplotlib: pip install matplotlib): the pipeline "
                        "schedule's timeline, memory per stage, memory vs FSDP shards, the compute-bound batch, the step on a roofline, "
                        "predicted vs measured collectives, the planner's layouts.", no_args_is_help=True)
 

@@ -19,7 +19,8 @@ def _figure(width: float, height: float):
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise CostModelError("figures need matplotlib: pip install 'cost4d[plot]'") from None
+        raise CostModelError("figures need matplotlib: pip install matplotlib (or the plot extra: "
+                             "pip install '.[plot]' in cost4d's source folder)") from None
     fig = Figure(figsize=(width, height))
     return fig, fig.subplots()
 
