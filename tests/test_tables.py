@@ -49,7 +49,9 @@ def on_a_terminal(*args, columns=80) -> str:
      ["embedding", "output", "(vocabulary-", "parallel)", "(forward)"]),  # spaces, then after the hyphen
     ("nvlink+infiniband", 10, ["nvlink+", "infiniband"]),
     ("a\nbb cc dd\n\neee", 5, ["a", "bb cc", "dd", "", "eee"]),  # newlines kept
-    ("communication_accounting", 8, ["communic", "ation_ac", "counting"]),  # longer than the column: folds
+    ("communication_accounting", 8, ["communic", "ation_", "accounti", "ng"]),  # longer than the column: folds,
+    # after an '_' where one falls in the line
+    ("huggingface/nanotron@e24d2483a4e5 scripts", 24, ["huggingface/nanotron@", "e24d2483a4e5 scripts"]),
     ("--tp 8 llama3-70b", 4, ["--tp", "8", "llam", "a3-7", "0b"]),  # no break after '--' or before a digit: folds
     ("ZeRO-3, 50 GB/s", 8, ["ZeRO-3,", "50 GB/s"]),  # no break before a digit or after a slash
 ])

@@ -61,6 +61,7 @@ def _command(kind: str):
             typer.echo(text, nl=False)
         else:
             write_text(path, text)
+            typer.echo(f"{kind} (seed {seed}{', with answers' if answers else ''}) -> {path}")
 
     return command
 

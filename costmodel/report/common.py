@@ -67,9 +67,10 @@ def console():
 def say(text: str) -> None:
     """Prose, wrapped at spaces to the terminal's width (or COLUMNS), each line's indent kept; brackets printed as
     written."""
-    from costmodel.report.tables import literal
+    from costmodel.report.tables import hanging, literal
 
-    console().print(literal(text))
+    width = output_width()  # wrapped here, list items with a hanging indent: rich would start them at column 0
+    console().print(literal("\n".join(line for paragraph in text.split("\n") for line in hanging(paragraph, width))))
 
 
 def table(title: str, *columns: str):

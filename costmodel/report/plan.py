@@ -58,6 +58,9 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
                   f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
                   f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
     out.print(t)
+    if any(row.get("memory_verdict") == "tight" for row in data["layouts"]):
+        out.print("may not fit: the predicted peak fits, but the framework's fitted band reaches past the HBM; "
+                  "--memory sure keeps only the layouts that fit at its high end")
     if reason:
         out.print(reason)
     rejected = "; ".join(f"{count:,} by {why}" for why, count in result.rejected.items())

@@ -14,9 +14,13 @@ import sys
 #: rich's markup tags (rich.markup.RE_TAGS), so plain output needs no rich
 _TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 _WORD = re.compile(r"\S+")
+#: a list item's marker at the start of a line ('3. ', '- ', '-> ')
+_ITEM = re.compile(r"(\d+\.|-|->)\s+")
 #: where a word may break: after a hyphen or plus between a letter or digit and a letter ('reduce-|scatter',
 #: 'nvlink+|infiniband'); not '--|tp', 'ZeRO-|3', 'llama3-|70b' or 'GB/|s'
 _BREAK = re.compile(r"(?<=[^\W_][-+])(?=[^\W\d_])")
+#: where a piece too long for its line folds, if it can (after one of these), rather than at the width
+_FOLDS = frozenset("/@._:")
 #: columns between cells in plain tables
 GAP = 2
 #: narrowest a prose column gets when its longest word must fold
@@ -59,8 +63,9 @@ def line_starts(text: str, width: int) -> list[int]:
             if e - start > width and end > start:
                 start = s
                 starts.append(s)
-            while e - start > width:
-                start += width
+            while e - start > width:  # a piece wider than the line folds, after a '/', '@', '.', '_' or ':' where
+                cut = max((i + 1 for i in range(start + 1, start + width) if paragraph[i - offset] in _FOLDS), default=0)
+                start = cut if cut > start else start + width  # one falls in the line, else at the width
                 starts.append(start)
             end = e
         offset += len(paragraph) + 1
@@ -81,6 +86,18 @@ def command_lines(command: str, width: int, indent: str = "    ") -> list[str]:
         rest = wrap(" ".join(lines[1:]), max(width - 2 - len(indent), 20))
         lines = lines[:1] + [indent + line for line in rest]
     return [line + " \\" for line in lines[:-1]] + lines[-1:]
+
+
+def hanging(paragraph: str, width: int) -> list[str]:
+    """One line of prose wrapped to ``width``: continuation lines keep its indent, and under a list item
+    ('3. ', '- ') start below the item's text."""
+    if not paragraph.strip():
+        return [""]
+    indent = paragraph[:len(paragraph) - len(paragraph.lstrip())]
+    marker = _ITEM.match(paragraph.lstrip())
+    under = indent + " " * (len(marker.group()) if marker else 0)
+    first, *rest = wrap(paragraph.lstrip(), width - len(indent)) or [""]
+    return [indent + first] + ([under + line for line in wrap(" ".join(rest), width - len(under))] if rest else [])
 
 
 def longest_piece(text: str) -> int:
@@ -226,7 +243,5 @@ class PlainConsole:
                 lines += obj.plain_lines(self.width)
                 continue
             for paragraph in strip_markup(str(obj)).split("\n"):
-                indent = paragraph[:len(paragraph) - len(paragraph.lstrip())]
-                lines += ([indent + line for line in wrap(paragraph.lstrip(), self.width - len(indent))]
-                          if paragraph.strip() else [""])
+                lines += hanging(paragraph, self.width)
         sys.stdout.write("\n".join(lines) + "\n")
