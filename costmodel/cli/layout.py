@@ -51,6 +51,8 @@ def build_layout(fixed: dict | None = None, **values):
             raise CostModelError(f"--attention {shown(attention)}: use flash, math or eager")
         fields.update(flash=attention == "flash", eager=attention == "eager")
     recompute = fields.get("recompute", "none")
+    if recompute not in ("none", "selective", "full", "every") and not recompute.startswith("every:"):
+        raise CostModelError(f"--recompute {shown(recompute)}: use none, selective, full or every:K (every K-th layer)")
     if recompute.startswith("every:"):
         from costmodel.inputs.bounds import LAYERS
         from costmodel.inputs.numbers import whole
