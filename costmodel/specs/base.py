@@ -150,7 +150,7 @@ class Spec:
     def model_dump(self, *, exclude: set | None = None, exclude_none: bool = False, mode: str = "python") -> dict:
         """The fields as plain data, nested specs as dicts (every value is JSON's already, so ``mode`` changes
         nothing)."""
-        return {f.name: _dumped(getattr(self, f.name), exclude_none) for f in dataclasses.fields(self)
+        return {f.name: plain(getattr(self, f.name), exclude_none) for f in dataclasses.fields(self)
                 if not f.name.startswith("_") and f.name not in (exclude or ())
                 and not (exclude_none and getattr(self, f.name) is None)}
 
@@ -160,11 +160,13 @@ class Spec:
         return json.dumps(self.model_dump(), separators=(",", ":"))
 
 
-def _dumped(value, exclude_none: bool):
+def plain(value, exclude_none: bool = False):
+    """``value`` as plain data: a spec (or a list holding specs) as dicts of its fields, what its validating
+    model reads and ``model_dump`` gives."""
     if isinstance(value, Spec):
         return value.model_dump(exclude_none=exclude_none)
     if isinstance(value, (list, tuple)):
-        return [_dumped(v, exclude_none) for v in value]
+        return [plain(v, exclude_none) for v in value]
     return value
 
 

@@ -17,7 +17,7 @@ from types import UnionType
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from costmodel.specs.base import CONFIG, Declared, Spec
+from costmodel.specs.base import CONFIG, Declared, Spec, plain
 
 
 @functools.cache
@@ -58,17 +58,8 @@ def validated(cls: type, data):
 def validated_fields(cls: type, fields: dict) -> dict:
     """``fields`` given to ``cls(...)``, validated by its model, as the record's fields (nested specs given
     as specs or as dicts)."""
-    model = model_of(cls).model_validate({name: _plain(value) for name, value in fields.items()})
+    model = model_of(cls).model_validate({name: plain(value) for name, value in fields.items()})
     return {name: _record(getattr(model, name)) for name in type(model).model_fields}
-
-
-def _plain(value):
-    """A spec (or a list holding specs) as the dicts its model validates."""
-    if isinstance(value, Spec):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.name.startswith("_")}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _record(value):
