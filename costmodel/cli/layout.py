@@ -51,8 +51,10 @@ def build_layout(fixed: dict | None = None, **values):
             raise CostModelError(f"--attention {shown(attention)}: use flash, math or eager")
         fields.update(flash=attention == "flash", eager=attention == "eager")
     recompute = fields.get("recompute", "none")
-    if recompute not in ("none", "selective", "full", "every") and not recompute.startswith("every:"):
-        raise CostModelError(f"--recompute {shown(recompute)}: use none, selective, full or every:K (every K-th layer)")
+    policies = typing.get_args(Layout.model_fields["recompute"].annotation)  # the layout's own field says which
+    if recompute not in policies and not recompute.startswith("every:"):
+        raise CostModelError(f"--recompute {shown(recompute)}: use "
+                             f"{', '.join(p if p != 'every' else 'every:K (every K-th layer)' for p in policies)}")
     if recompute.startswith("every:"):
         from costmodel.inputs.bounds import LAYERS
         from costmodel.inputs.numbers import whole

@@ -8,15 +8,12 @@ import typer
 
 from costmodel.inputs import bounds
 from costmodel.inputs.numbers import real, whole
+from costmodel.specs import SCHEDULES
 from costmodel.units import UnitSystem
 
 DEGREE = dict(parser=whole(1, bounds.DEVICES), metavar="N")
 STEPS = dict(parser=whole(1, bounds.STEPS), metavar="N")
 TORUS_AXES = dict(parser=whole(1, 8), metavar="N")
-
-#: the pipeline schedules a layout may name
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
-
 
 def choices(values: tuple, name: str, **kwargs):
     """A typer.Option that takes one of ``values``: its metavar lists them when they fit a help column (20

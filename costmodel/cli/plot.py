@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from costmodel.cli import options as o
+from costmodel.specs import SCHEDULES
 from costmodel.cli.layout import MEMORY, with_batch_question, with_layout
 from costmodel.cli.measure import with_log_hints
 from costmodel.cli.plan import (GlobalBatchOpt, GpusOpt, HeadroomOpt, MemoryOpt, PrecisionOpt, SeqOpt, StepHardwareOpt,
@@ -32,8 +33,8 @@ def pipeline_cmd(
     out: FigureOpt,
     pp: Annotated[int, typer.Option("--pp", parser=whole(1, 256), metavar="N", help="Pipeline stages.")] = 4,
     microbatches: Annotated[int, typer.Option(parser=whole(1, 1024), metavar="N", help="Micro-batches per step.")] = 8,
-    schedule: Annotated[str, o.choices(o.SCHEDULES, "SCHEDULE", help="The schedule to play out: "
-                                       + ", ".join(o.SCHEDULES) + ".")] = "1f1b",
+    schedule: Annotated[str, o.choices(SCHEDULES, "SCHEDULE", help="The schedule to play out: "
+                                       + ", ".join(SCHEDULES) + ".")] = "1f1b",
     chunks: Annotated[int, typer.Option(parser=whole(1, 64), metavar="V",
                                         help="Model chunks per device (--schedule interleaved).")] = 1,
     as_json: PlotJsonOpt = False,

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 from costmodel.record import record
+from costmodel.specs import SCHEDULES
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 
 
 @record

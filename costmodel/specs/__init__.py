@@ -4,3 +4,6 @@
 #: profile for it (costmodel.specs.load.load_run gives None)
 EXACT = "exact"
 
+
+#: the pipeline schedules a layout may name (the layout's field, a framework's list, the CLI's choices, the timeline)
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")

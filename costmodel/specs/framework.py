@@ -10,7 +10,7 @@ measured peaks, with the data they were fitted on.
 
 from typing import Annotated, Literal
 
-from costmodel.specs import EXACT
+from costmodel.specs import EXACT, SCHEDULES
 from costmodel.specs.base import Name, Spec, Text, elements, field
 
 MiB = 2**20
@@ -63,7 +63,7 @@ class Framework(Spec):
     fsdp_buffers: bool = field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
     reduce_dtype: Literal["fp32", "bf16"] = field("fp32", description="dtype FSDP reduce-scatters gradients in")
     sp_gather_buffer: bool = field(False, description="a persistent buffer SP gathers layer inputs into")
-    schedules: list[Literal["gpipe", "1f1b", "interleaved", "zb-h1"]] | None = field(
+    schedules: list[Literal[SCHEDULES]] | None = field(
         None, description="the pipeline schedules its engine runs (None: any)")
     hybrid_zero_min: Annotated[int, field(ge=0, le=4)] = field(
         0, description="the lowest ZeRO stage it shards within replicas (--dp with --fsdp); 4: never")

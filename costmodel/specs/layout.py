@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
+from costmodel.specs import SCHEDULES
 from costmodel.specs.base import Checked, count
 
 Degree = count(bounds.DEVICES)
@@ -64,7 +65,7 @@ class Layout(Checked):
     norm_stats: bool = Field(
         True, description="count the norms' fp32 per-token statistics (rstd; LayerNorm also mean), "
         "which Korthikanti et al. 2022 leave out")
-    schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] = Field("1f1b", description="pipeline schedule")
+    schedule: Literal[SCHEDULES] = Field("1f1b", description="pipeline schedule")
     microbatches: Steps | None = Field(
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
     split: Literal["even", "compute"] | None = Field(
