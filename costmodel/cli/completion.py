@@ -4,6 +4,7 @@ the names of the built-in models, devices, recipes and framework profiles. Set u
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import typing
@@ -12,45 +13,18 @@ from typing import get_args
 import typer.models
 
 
-def _models() -> list[str]:
-    from costmodel.specs.catalog import BUILTIN_MODELS
-
-    return list(BUILTIN_MODELS)
-
-
-def _hardware() -> list[str]:
-    from costmodel.specs.load import hardware_names
-
-    return hardware_names()
+#: an option's parameter -> (module, name) of the names it takes: a collection, or a function giving them
+#: (a NAME|FILE option takes files too, which completion leaves out); imported only when completing
+NAMES = {"model": ("costmodel.specs.catalog", "BUILTIN_MODELS"), "hardware": ("costmodel.specs.load", "hardware_names"),
+         "recipe": ("costmodel.specs.recipe", "RECIPES"), "framework": ("costmodel.specs.framework", "FRAMEWORKS"),
+         "op": ("costmodel.measure.results", "COLLECTIVES"), "algorithm": ("costmodel.measure.results", "ALGORITHMS")}
 
 
-def _recipes() -> list[str]:
-    from costmodel.specs.recipe import RECIPES
-
-    return list(RECIPES)
-
-
-def _frameworks() -> list[str]:
-    from costmodel.specs.framework import FRAMEWORKS
-
-    return list(FRAMEWORKS)
-
-
-def _collectives() -> list[str]:
-    from costmodel.measure.results import COLLECTIVES
-
-    return list(COLLECTIVES)
-
-
-def _algorithms() -> list[str]:
-    from costmodel.measure.results import ALGORITHMS
-
-    return list(ALGORITHMS)
-
-
-#: an option's parameter -> the names it takes (a NAME|FILE option: files too, which completion leaves out)
-NAMES = {"model": _models, "hardware": _hardware, "recipe": _recipes, "framework": _frameworks, "op": _collectives,
-         "algorithm": _algorithms}
+def _named(module: str, name: str):
+    def names() -> list[str]:
+        found = getattr(importlib.import_module(module), name)
+        return list(found() if callable(found) else found)
+    return names
 
 
 #: a metavar that lists the values: lower-case words (one may end in ':K', a number to type: every:K, cuda:N)
@@ -81,7 +55,7 @@ def complete_values(callback) -> None:
             info.autocompletion = _starting_with(lambda listed=listed: listed)
             continue
         if name in NAMES:
-            info.autocompletion = _starting_with(NAMES[name])
+            info.autocompletion = _starting_with(_named(*NAMES[name]))
         if name in NAMES or not _CHOICES.fullmatch(info.metavar or ""):
             continue
         choices = [c.split(":")[0] + ":" if ":" in c else c for c in info.metavar.split("|")]  # every:K -> every:
