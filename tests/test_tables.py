@@ -93,11 +93,12 @@ def test_plain_table_fits_and_keeps_names_and_numbers_whole():
     (200, [4, 14, 8, 50], "each column at its longest line"),
     (40, [4, 14, 8, 14], "prose narrows first"),
     (33, [4, 10, 8, 11], "prose at its longest word ('embeddings,'), then names wrap after hyphens ('reduce-')"),
-    (30, [4, 10, 8, 8], "then prose folds its long words"),
-    (5, [4, 10, 8, 8], "the first column and numbers never narrow: the table runs wider"),
+    (30, [4, 10, 8, 11], "no word folds: the table stacks instead"),
+    (5, [4, 10, 8, 11], "the first column and numbers never narrow either"),
 ])
-def test_widths_narrow_prose_then_names_then_fold(room, widths, why):
+def test_widths_narrow_prose_then_names_and_never_fold(room, widths, why):
     assert _table().widths(room) == widths, why
+    assert _table().stacks(room) == (sum(widths) > room)  # what does not fit is shown as blocks
 
 
 def test_rich_table_fits_80_columns_with_boxes():
@@ -178,3 +179,13 @@ def test_a_wrapped_command_is_still_one_shell_command():
     assert len(lines) > 1 and max(map(len, lines)) <= 60 and all(line.endswith(" \\") for line in lines[:-1])
     assert " ".join(" ".join(line.removesuffix("\\").split()) for line in lines) == command  # what a shell reads
     assert command_lines("cost4d models", 60) == ["cost4d models"]
+
+
+def test_rich_prefers_the_light_box_to_folding_a_word():
+    """At a width where only the boxed table would need a word folded, rich draws the light one, words whole."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=40, color_system=None).print(_table())
+    text = out.getvalue()
+    assert "embeddings," in text and "weights" in text and max(map(len, text.splitlines())) <= 40

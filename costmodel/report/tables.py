@@ -23,8 +23,6 @@ _BREAK = re.compile(r"(?<=[^\W_][-+])(?=[^\W\d_])")
 _FOLDS = frozenset("/@._:")
 #: columns between cells in plain tables
 GAP = 2
-#: narrowest a prose column gets when its longest word must fold
-FOLD_FLOOR = 8
 
 
 def literal(text) -> str:
@@ -119,7 +117,8 @@ class Table:
 
     def _limits(self) -> tuple[list[int], ...]:
         """Per column: its longest line; what it narrows to keeping names whole (prose at its longest word,
-        names and numbers at their longest cell); with names wrapped after hyphens; with prose folded."""
+        names and numbers at their longest cell); with names wrapped after hyphens. No word folds: a table
+        narrower than the last is shown as blocks (:meth:`stacks`)."""
         cells = [[line for row in self.rows for line in strip_markup(row[i]).split("\n")]
                  for i in range(len(self.headers))]
         head = [longest_piece(h) for h in self.headers]
@@ -130,14 +129,13 @@ class Table:
         n = range(len(full))
         keep = [cell[i] if whole[i] else piece[i] for i in n]
         names_wrap = [cell[i] if self.numeric[i] or i == 0 else piece[i] for i in n]
-        fold = [names_wrap[i] if whole[i] else min(piece[i], max(FOLD_FLOOR, head[i])) for i in n]
-        return full, keep, names_wrap, fold
+        return full, keep, names_wrap
 
     def widths(self, room: int) -> list[int]:
         """Cell widths summing to at most ``room`` where possible: every column at its longest line; else
         the widest narrowed first, prose down to its longest word and names and numbers to their longest
-        cell (headers wrap); else names wrap after hyphens; else prose folds its long words. Numbers and
-        the first column (what a row is) never wrap, so a table too wide for them runs wider."""
+        cell (headers wrap); else names wrap after hyphens. Numbers and the first column (what a row is)
+        never wrap and no word folds, so the widths can sum to more than ``room``: then :meth:`stacks`."""
         full, *limits = self._limits()
         widths, n = list(full), range(len(full))
         for limit in limits:
