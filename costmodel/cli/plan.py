@@ -23,7 +23,9 @@ PrecisionOpt = Annotated[str, typer.Option("--precision", metavar="bf16|fp8",
                                            help="Matmul precision, as in `cost4d step`.")]
 HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), metavar="FRACTION",
                                             help="Fraction of HBM to leave free (e.g. 0.05).")]
-MemoryOpt = Annotated[str, o.choices(("likely", "sure"), "WHICH", help=(
+#: what counts as fitting (--memory): the predicted peak, or the high end of the framework's band too
+FITS = ("likely", "sure")
+MemoryOpt = Annotated[str, o.choices(FITS, "WHICH", help=(
     "Which layouts count as fitting: likely (the predicted peak fits; a row says 'may not fit' where the "
     "framework's fitted band reaches past the HBM) or sure (the band's high end fits too: every row 'fits')."))]
 
@@ -36,8 +38,8 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     from costmodel.solve.plan import plan as run
     from costmodel.specs.load import load_hardware, load_run, profile_name
 
-    if memory not in ("likely", "sure"):
-        raise CostModelError(f"--memory {memory[:40]!r}: use likely or sure")
+    if memory not in FITS:
+        raise CostModelError(f"--memory {memory[:40]!r}: use {' or '.join(FITS)}")
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware)
     length = seq or getattr(spec, "seq_len", None)
