@@ -255,11 +255,16 @@ def test_deepspeed_terms():
         top = evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=framework).heaviest
         return top, {k: val for k, val in top.overheads.items() if k.startswith("zero")}
 
+    held = 1_090_519_040  # the busiest rank's buffer at 8 shards: whole matrices (the test below)
     top, got = terms(fsdp=8, zero=1)
-    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_step_grads": (2 + 4) * top.stage.params / 8}
+    p = top.stage.params
+    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_step_grads": (2 + 4) * p / 8,
+                   "zero_accumulation_buffer": 0,  # one micro-step: no second buffer
+                   # the step holds the buffer, P / N plus the whole matrices past it, not the full gradient
+                   "zero1_freed_grads": 2 * (p / 8 + held - 8_029_995_008 / 8 - p)}
     top, got = terms(fsdp=8, zero=2)
     assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_output_grad": 2 * v * d,
-                   "zero2_partition_overhang": 2 * (1_090_519_040 - 8_029_995_008 / 8),  # the test below
+                   "zero2_partition_overhang": 2 * (held - 8_029_995_008 / 8), "zero_accumulation_buffer": 0,
                    "zero_step_grads": (2 + 4) * top.stage.params / 8}
     top, got = terms(fsdp=8, zero=3)
     assert top.stage.params / 8 < 1_000_000_000 + v * d  # 8B / 8: one sub-group holds the whole partition
@@ -280,7 +285,11 @@ def test_deepspeed_terms():
     assert piped["zero_grad_bucket"] == 2 * 500_000_000  # overlap_comm is off under the pipeline engine
     assert set(terms(dp=8)[1].values()) == {0} and terms(fsdp=8, zero=0)[1] == {}  # replicas run no ZeRO
     top, _ = terms(fsdp=8, zero=1)  # the step's copies in the step only, the bucket in backward only
-    assert top.phase_bytes(OPTIMIZER, fitted=False) == top.state_bytes + top.overheads["zero_step_grads"]
+    assert top.phase_bytes(OPTIMIZER, fitted=False) == (top.state_bytes + top.overheads["zero_step_grads"]
+                                                         + top.overheads["zero1_freed_grads"])
+    grads = top.components["grads"]  # ZeRO-1: the whole 16-bit gradient in backward, the rank's buffer in the step
+    assert grads == 2 * top.stage.params and grads + top.overheads["zero1_freed_grads"] == 2 * (
+        top.stage.params / 8 + held - 8_029_995_008 / 8)
     with pytest.raises(CostModelError, match="runs ZeRO stage 1 at most"):  # deepspeed/runtime/pipe/engine.py L77-78
         terms(fsdp=4, zero=2, pp=2, microbatches=2)
     with pytest.raises(CostModelError, match="runs --schedule 1f1b, not interleaved"):  # pipe/schedule.py
@@ -293,6 +302,27 @@ def test_deepspeed_terms():
                           framework=ds).heaviest  # the experts' state sharded over fsdp / ep = 1: whole on each
     assert moe.overheads["zero_step_grads"] == (2 + 4) * ((moe.stage.params - moe.stage.expert_params) / 8
                                                           + moe.stage.expert_params)
+
+
+def test_deepspeed_accumulation_keeps_a_second_gradient_buffer():
+    """Under gradient accumulation ZeRO-1/2 hold two gradient buffers in backward (stage_1_and_2.py: the first
+    micro-step's averaged_gradients view its grads_in_partition, released at L802 and allocated anew at L1344-1352
+    for the next): b_g (P / N + the whole matrices past it), from the second micro-step on, whether the steps
+    come from --grad-accum or a pipeline's micro-batches; ZeRO-3 accumulates in its partition (none)."""
+    spec, zero = load_model("llama3-8b"), load_recipe("zero")
+    ds = FRAMEWORKS["deepspeed"]
+
+    def top(**layout):
+        return evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=ds).heaviest
+
+    one, four = top(fsdp=8, zero=2), top(fsdp=8, zero=2, grad_accum=4)
+    buffer = 2 * (four.stage.params / 8 + 1_090_519_040 - 8_029_995_008 / 8)
+    assert four.overheads["zero_accumulation_buffer"] == buffer and one.overheads["zero_accumulation_buffer"] == 0
+    assert four.peak_bytes - one.peak_bytes == buffer  # in backward, the phase that peaks
+    piped = top(fsdp=4, zero=1, pp=2, microbatches=4)
+    assert piped.overheads["zero_accumulation_buffer"] > 0
+    assert "zero_accumulation_buffer" not in top(fsdp=8, zero=3, grad_accum=4).overheads
+    assert top(dp=8, grad_accum=4).overheads.get("zero_accumulation_buffer", 0) == 0  # replicas run no ZeRO
 
 
 def test_plan_keeps_to_what_deepspeed_runs():

@@ -30,7 +30,7 @@ OPTIONS = {
     "document": (o.DocumentOpt, None),
 }
 MEMORY = ("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_activations", "reshard", "recompute",
-          "flash", "schedule", "microbatches", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",
+          "flash", "schedule", "microbatches", "grad_accum", "chunks", "cp_kind", "hsdp_group", "tp_ends", "split", "tp_kv", "attention",
           "ep", "etp", "moe_imbalance")
 
 

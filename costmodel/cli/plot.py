@@ -150,7 +150,7 @@ def batch_cmd(model: o.ModelOpt, out: FigureOpt, as_json: PlotJsonOpt = False, *
 
 
 @plot_app.command("roofline")
-@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my", "placement", "document")
+@with_layout(*MEMORY, "checkpoint", "mx", "my", "placement", "document")
 def roofline_cmd(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE", help="Device name or spec file (needs a step_model).")],

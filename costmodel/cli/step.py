@@ -10,7 +10,7 @@ from costmodel.cli import options as o
 from costmodel.cli.layout import MEMORY, with_layout
 
 
-@with_layout(*MEMORY, "grad_accum", "checkpoint", "mx", "my", "placement", "document")
+@with_layout(*MEMORY, "checkpoint", "mx", "my", "placement", "document")
 def step(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE",

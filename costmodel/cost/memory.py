@@ -95,6 +95,8 @@ OVERHEADS = {
     "zero3_bucket_copy": ((FORWARD_BACKWARD,), False),
     "zero_output_grad": ((FORWARD_BACKWARD,), False),
     "zero2_partition_overhang": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "zero_accumulation_buffer": ((FORWARD_BACKWARD,), False),
+    "zero1_freed_grads": ((OPTIMIZER,), False),
     "zero_step_grads": ((OPTIMIZER,), False),
     "zero3_live_params": ((FORWARD_BACKWARD,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),

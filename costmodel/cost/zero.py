@@ -53,9 +53,16 @@ def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
         out["zero3_bucket_copy"] = where(sharded, bucket, 0)
     if point.zero >= 2:
         out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
+    overhang = partition_overhang(shape, point) if point.zero < 3 else 0
     if point.zero == 2:
         out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
-            overhang_elements=partition_overhang(shape, point), grad_bytes=recipe.grad_bytes), 0)
+            overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
+    if point.zero < 3:
+        out["zero_accumulation_buffer"] = where(sharded, where(above_one(point.micro_steps), ov.zero_accumulation_bytes(
+            partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0), 0)
+    if point.zero == 1:
+        out["zero1_freed_grads"] = where(sharded, ov.zero1_freed_grad_bytes(
+            params=st.params, partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
     out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
         elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
         largest_param=largest, grad_bytes=recipe.grad_bytes), 0)

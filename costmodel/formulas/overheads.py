@@ -152,6 +152,26 @@ def zero2_overhang_bytes(*, overhang_elements, grad_bytes):
     return grad_bytes * overhang_elements
 
 
+def zero_accumulation_bytes(*, partition_elements, overhang_elements, grad_bytes):
+    """DeepSpeed ZeRO-1/2 under gradient accumulation: a second gradient buffer in backward, b_g (P / N + overhang).
+
+    Each micro-step's reduction copies the rank's gradients into a contiguous buffer (grads_in_partition) that
+    the micro-step's epilogue lets go (_release_ipg_buffers, stage_1_and_2.py L676-680, L802), but the first micro-step's
+    averaged_gradients are views of it (get_flat_partition, L783-790, L1723-1760), so the next micro-step allocates
+    a new one beside it (copy_grads_in_partition, L1344-1352) and adds it in (L792-800). ZeRO-1 reduces only at
+    the accumulation boundary (reduce_ready_partitions_and_remove_grads, L1424-1425), where the full gradients of the earlier micro-steps are still held.
+    """
+    return grad_bytes * (partition_elements + overhang_elements)
+
+
+def zero1_freed_grad_bytes(*, params, partition_elements, overhang_elements, grad_bytes):
+    """DeepSpeed ZeRO-1 frees the full gradient before the step: what the step holds of it is the rank's
+    contiguous buffer, b_g (P / N + overhang), not b_g P. The epilogue sets every .grad to None
+    (zero_grad(set_to_none=True), stage_1_and_2.py L807) once averaged_gradients views the buffer
+    (L783-790); a negative term: b_g (P / N + overhang - P)."""
+    return grad_bytes * (partition_elements + overhang_elements - params)
+
+
 def zero_step_grad_bytes(*, elements, largest_param, grad_bytes):
     """DeepSpeed ZeRO's optimizer step on a gradient partition of ``elements``: the gradient norm first copies
     each parameter's slice to fp64 (8 B x the largest slice), then the partition is flattened (b_g each) and

@@ -96,6 +96,8 @@ def layout_text(layout) -> str:
         parts.append(f"MoE imbalance {layout.moe_imbalance:g}")
     if layout.placement != DEFAULT_PLACEMENT:
         parts.append(f"placed {layout.placement}")  # innermost first
+    if layout.grad_accum > 1:
+        parts.append(f"{layout.grad_accum} accumulation steps")
     return ", ".join(parts) or "one device"
 
 

@@ -30,6 +30,8 @@ OVERHEAD_LABELS = {
     "zero3_bucket_copy": "ZeRO-3 reduce-scatter copy of the bucket",
     "zero_output_grad": "output layer's whole gradient (ZeRO-2/3)",
     "zero2_partition_overhang": "ZeRO-2 gradient buffer: whole parameters past P/N",
+    "zero_accumulation_buffer": "ZeRO-1/2 gradient accumulation: a second gradient buffer",
+    "zero1_freed_grads": "ZeRO-1: full gradient freed before the step (its partition kept)",
     "zero_step_grads": "ZeRO step's fp64 norm / fp32 gradient copies",
     "zero3_live_params": "ZeRO-3 gathered parameters in flight",
     "optimizer_temporaries": "foreach optimizer temporaries",
