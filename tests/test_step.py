@@ -234,3 +234,64 @@ def test_step_json_says_whether_it_fits_as_memory_does(framework):
         framework, {"exact": "cs336", "nanotron": "megatron"}[framework])
     assert (step["memory_bytes"], step["memory_capacity_bytes"], step["memory_verdict"], step["peak_phase"]) == (
         fits["needed_bytes"], fits["capacity_bytes"], fits["verdict"], memory["peak_phase"])
+
+
+def test_data_overlap_defaults_to_the_frameworks_own():
+    """Unset, --data-overlap takes the framework's default: Megatron-core's overlap_grad_reduce is False
+    (distributed_data_parallel_config.py), so megatron exposes all the data-axis traffic; DeepSpeed's overlap_comm
+    is on at ZeRO-3 only (zero/config.py L351-353) and off under its pipeline engine; torchtitan (FSDP2) and the
+    exact accounting overlap. The flag wins over any default."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
+
+    def step(framework, recipe="megatron", overlap=None, **layout):
+        frame = FRAMEWORKS[framework] if framework != "exact" else None
+        return evaluate_layout(spec, load_recipe(recipe), Layout(tokens=8192, grad_accum=4, **layout), h100,
+                               framework=frame, overlap=overlap).step
+
+    mega = step("megatron", fsdp=16, zero=1)
+    assert mega.overlap == "none" and mega.data_exposed_s == mega.data_comm_s > 0
+    assert "overlap_grad_reduce" in mega.overlap_why
+    told = step("megatron", overlap="overlap", fsdp=16, zero=1)
+    assert told.overlap == "overlap" and told.data_exposed_s < mega.data_exposed_s and told.overlap_why == "--data-overlap"
+    assert mega.step_s - told.step_s == pytest.approx(mega.data_exposed_s - told.data_exposed_s, rel=1e-12)
+    for zero, hidden in ((1, False), (2, False), (3, True)):
+        ds = step("deepspeed", "zero", fsdp=16, zero=zero)
+        assert ds.overlap == ("overlap" if hidden else "none"), zero
+        assert (ds.data_exposed_s == ds.data_comm_s) is not hidden or ds.data_comm_s == 0
+    on = FRAMEWORKS["deepspeed"].model_copy(update={"overlap_comm": True})
+    assert evaluate_layout(spec, load_recipe("zero"), Layout(tokens=8192, fsdp=16, zero=1), h100,
+                           framework=on).step.overlap == "overlap"
+    piped = evaluate_layout(spec, load_recipe("zero"), Layout(tokens=8192, fsdp=4, zero=1, pp=2, microbatches=4), h100,
+                            framework=on).step
+    assert piped.overlap == "none"  # the pipeline engine turns overlap_comm off (engine.py L1639-1642)
+    assert step("torchtitan", "cs336", fsdp=16, zero=3).overlap == "overlap"
+    assert step("exact", "cs336", fsdp=16, zero=3).overlap == "overlap"
+
+
+def test_a_plans_mask_of_overlaps_is_each_layouts_own():
+    """Arrays over pipeline depths take DeepSpeed's overlap layout by layout, as single layouts do: with overlap_comm
+    on, hidden without a pipeline and exposed under its pipeline engine."""
+    import numpy as np
+
+    from costmodel.cost.evaluate import evaluate
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    shape, zero, h100 = Shape.of(load_model("llama3-8b")), load_recipe("zero"), load_hardware("h100-sxm")
+    ds = FRAMEWORKS["deepspeed"].model_copy(update={"overlap_comm": True})
+    pp, m, acc = np.array([1, 2, 4]), np.array([1, 4, 4]), np.array([4, 1, 1])
+    arrays = evaluate(shape, zero, Point(fsdp=np.array([16, 8, 4]), zero=1, pp=pp, microbatches=m, tokens=np.array([8192] * 3),
+                                         grad_accum=acc), h100, framework=ds).step
+    assert arrays.overlap == "by layout"
+    for i in range(3):
+        one = evaluate(shape, zero, Point(fsdp=16 // int(pp[i]), zero=1, pp=int(pp[i]), microbatches=int(m[i]), tokens=8192,
+                                          grad_accum=int(acc[i])), h100, framework=ds).step
+        assert one.overlap == ("overlap" if pp[i] == 1 else "none")
+        assert np.isclose(arrays.data_exposed_s[i], one.data_exposed_s) and np.isclose(arrays.step_s[i], one.step_s)

@@ -17,10 +17,12 @@ def step(
                                           help="Device name or spec file (needs a step_model section).")],
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
-    overlap: Annotated[str, typer.Option(
-        "--data-overlap", metavar="overlap|none", help="overlap: DDP/FSDP traffic hides behind backward compute (what frameworks do); none: it adds. A "
-        "framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
-    = "overlap",
+    overlap: Annotated[str | None, typer.Option(
+        "--data-overlap", metavar="overlap|none", show_default=False, help="overlap: DDP/FSDP traffic hides behind "
+        "backward compute; none: it adds. Default: the framework's own (megatron: none, Megatron-core's "
+        "overlap_grad_reduce is off unless asked; deepspeed: none below ZeRO-3, its overlap_comm; torchtitan and "
+        "exact: overlap). A framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
+    = None,
     tp_overlap: Annotated[str, typer.Option(
         metavar="none|overlap", help="TP collectives: on the critical path (none; Megatron's default) or overlapped "
         "with the matmuls they feed (async TP, Transformer Engine userbuffers): only what exceeds them shows.")]

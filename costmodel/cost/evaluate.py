@@ -89,11 +89,12 @@ def _collective(row):
     return row.collective if isinstance(row, Timed) else row
 
 
-def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str = "overlap",
+def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str | None = None,
              seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
              p2p_overlap: str = "none", attention_kernel: str | None = None) -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model); attention's
-    kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's."""
+    kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's; the data
+    axis's ``overlap`` (--data-overlap) likewise, else the framework's default (cost.step.data_overlap)."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
     valid = True
@@ -113,10 +114,11 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             from costmodel.cost.attention import attention_kernel as kernel_of
-            from costmodel.cost.step import optimizer_params, step_time  # time only: memory and comm skip it
+            from costmodel.cost.step import data_overlap, optimizer_params, step_time  # time only
 
-            step = step_time(shape, recipe, point, hardware, flops, rows, overlap, stages=held, precision=precision,
-                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap,
+            hidden, why = data_overlap(framework, point, overlap)
+            step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why,
                              framework_time=framework.time_on(hardware) if framework is not None else None,
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe))

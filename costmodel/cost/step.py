@@ -20,7 +20,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import memory_bound as mb
 from costmodel.formulas import step as fs
-from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
+from costmodel.mathops import above_one, ceil_div, exact_div, family, maximum, where
 from costmodel.parallel import pipeline
 from costmodel.parallel.data import fsdp_active
 from costmodel.record import record
@@ -63,6 +63,7 @@ class StepTime:
     attention_kernel: str | None = None  # the kernel attention_s is timed with (None: the GEMM efficiency)
     attention_rates: tuple | None = None  # (forward, backward) FLOP/s of that kernel at this head dim and length
     optimizer_s: object = 0  # the optimizer step of the device with the most parameters to update (HBM-bound)
+    overlap_why: str = ""  # whose choice the data-axis overlap is (--data-overlap, the framework's default, ...)
 
     @property
     def modelled_critical_s(self):
@@ -145,7 +146,7 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
               p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
-              optimizer_params=0) -> StepTime:
+              optimizer_params=0, overlap_why: str = "") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
@@ -153,7 +154,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
     optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward."""
     for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
-        if value not in OVERLAPS:
+        if isinstance(value, str) and value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
     if precision not in PRECISIONS:
         raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
@@ -220,6 +221,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]
         overlap = "none"  # what the fitted time assumes, whatever --data-overlap said: the output must say so
+        overlap_why = "its fitted time: unoverlapped"
     optimizer = mb.hbm_seconds(hbm_bytes=optimizer_params * fs.optimizer_step_bytes_per_param(
         master=recipe.master_bytes, grads=recipe.grad_bytes, optimizer=recipe.optimizer_bytes,
         weights=recipe.weight_bytes), hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
@@ -227,8 +229,36 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     step = fs.pipelined_seconds(critical=critical + extra, bubble=bubble) + exposed + optimizer
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
-                    overlap, attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer)
+                    _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
+                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why)
+
+
+def _overlap_name(overlap) -> str:
+    """--data-overlap's word for a choice (a plan's mask of choices: 'by layout')."""
+    if isinstance(overlap, str):
+        return overlap
+    if isinstance(overlap, bool) or type(overlap).__name__ == "bool_":
+        return "overlap" if overlap else "none"
+    return "by layout"
+
+
+def data_overlap(framework, point, chosen: str | None):
+    """(hidden, why): whether the DP/FSDP traffic hides behind backward, and whose word that is. ``chosen``
+    (--data-overlap) wins; else the framework's default (a bool, or for DeepSpeed a mask over a plan's ZeRO
+    stages); else overlap, what most frameworks do. A framework's fitted time sets its own (step_time)."""
+    if chosen is not None:
+        return chosen, "--data-overlap"
+    if framework is None or framework.exact or family(point.pp, point.tokens) == "sympy":
+        return "overlap", "the default for the exact accounting: what most frameworks do"
+    if framework.data_overlap is not None:
+        return framework.data_overlap, f"{framework.name}'s default: {framework.data_overlap_source}"
+    if framework.zero_buffers:
+        from costmodel.cost.zero import overlap_comm
+
+        return overlap_comm(framework, point), (f"{framework.name}'s overlap_comm" + (
+            "" if framework.overlap_comm is not None else ": its default, on at ZeRO-3 only, and off under its "
+            "pipeline engine; off, the gradient reduction runs on the compute stream"))
+    return "overlap", f"{framework.name}'s default: overlapped"
 
 
 def host_floor(ft, hardware, point, layers):

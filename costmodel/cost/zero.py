@@ -30,6 +30,16 @@ def check_runs(framework, point) -> None:
                              f"{framework.hybrid_zero_min} or more (or --fsdp {point.dp * point.fsdp} alone)")
 
 
+def overlap_comm(framework, point):
+    """Whether DeepSpeed hides the gradient reduction behind backward: its overlap_comm, by default on at ZeRO-3
+    only (runtime/zero/config.py L351-353), and off under its pipeline engine (runtime/engine.py L1639-1642).
+    Without it the reduction runs on the compute stream (stage_1_and_2.py L1051-1058): backward waits for it.
+    ZeRO-0 replicas all-reduce after backward (engine.allreduce_gradients). A bool, or a mask over a plan's
+    layouts."""
+    chosen = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
+    return where(above_one(point.pp), False, where(point.zero >= 1, chosen, False))
+
+
 def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
     """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
     backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.mathops import maximum
+from costmodel.mathops import maximum, where
 
 
 def matmul_seconds(*, flops, peak_flops, efficiency):
@@ -45,10 +45,13 @@ def pipelined_seconds(*, critical, bubble):
 
 def exposed_seconds(*, comm, hidden_behind, overlap):
     """Communication left on the critical path: all of it ('none'), or what compute does not hide
-    ('overlap': max(0, comm - compute it runs beside), as DDP/FSDP overlap with backward)."""
-    if overlap == "none":
+    ('overlap': max(0, comm - compute it runs beside), as DDP/FSDP overlap with backward); ``overlap`` may
+    also be a condition (a bool, or a mask over a plan's layouts)."""
+    if isinstance(overlap, str):
+        overlap = overlap != "none"
+    if overlap is False:
         return comm
-    return maximum(comm - hidden_behind, 0)
+    return where(overlap, maximum(comm - hidden_behind, 0), comm)
 
 
 def utilisation(*, flops, seconds, devices, peak_flops):

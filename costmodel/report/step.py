@@ -42,7 +42,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
             "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
             "breakdown": b.parts, "critical_path": b.critical_parts,
-            "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap},
+            "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap}, "data_overlap_source": b.overlap_why,
             "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
             **_memory(cost, hardware)}
@@ -71,7 +71,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {_s(b.tp_exposed_s)} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {_s(b.p2p_exposed_s)} s exposed")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
-    exposed_note = f"of which exposed ({b.overlap})"
+    exposed_note = f"of which exposed ({b.overlap}: {b.overlap_why})" if b.overlap_why else f"of which exposed ({b.overlap})"
     if timed:
         exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""

@@ -69,6 +69,10 @@ class Framework(Spec):
         0, description="the lowest ZeRO stage it shards within replicas (--dp with --fsdp); 4: never")
     pipeline_zero_max: Annotated[int, field(ge=0, le=3)] = field(
         3, description="the highest ZeRO stage its pipeline engine runs with (--pp > 1)")
+    data_overlap: Literal["overlap", "none"] | None = field(
+        None, description="its default for the DP/FSDP traffic (--data-overlap): hidden behind backward (overlap) "
+        "or after it (none); None: overlap, or for DeepSpeed what overlap_comm gives")
+    data_overlap_source: Text = field("", description="where that default is read from")
     zero_buffers: bool = field(False, description="DeepSpeed ZeRO's buffers: the contiguous gradient bucket, the "
                                "output layer's whole gradient, the step's gradient copies and ZeRO-3's gathered "
                                "parameters")
@@ -168,12 +172,15 @@ FRAMEWORKS: dict[str, Framework] = {
             "grads in contiguous buffers (collectives in place), in-place fp32 cross-entropy, TE's cached "
             "weight gradients, uniform stages",
             recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
-            p2p_buffers=True,
+            p2p_buffers=True, data_overlap="none",
+            data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
+            "overlap_param_gather default to False (--overlap-grad-reduce turns them on; NeMo's recipes do)",
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553: core/distributed/"
             "param_and_grad_buffer.py L1181-1195, L513-526, L710-724 (buffers, in-place collectives); "
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
-            "core/transformer/transformer_block.py L147-159 (uniform split)",
+            "core/transformer/transformer_block.py L147-159 (uniform split); NVIDIA/Megatron-LM@00119989 "
+            "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False)",
         ),
         Framework.builtin(
             name="deepspeed",
@@ -203,6 +210,9 @@ FRAMEWORKS: dict[str, Framework] = {
             description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
             "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
             recipe="cs336", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32", p2p_buffers=True,
+            data_overlap="overlap",
+            data_overlap_source="FSDP2 prefetches each block's all-gather and reduce-scatters on its own streams "
+            "(torch distributed/fsdp/_fully_shard/_fsdp_param_group.py)",
             attention_kernel="cudnn",  # SDPA with cuDNN attention first (models/attention.py L169-199)
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
