@@ -104,8 +104,8 @@ def fit_sustained(sample: list[Case], hardware, field: str = "sustained_fraction
         spec = with_sustained(hardware, milli / 1000, field)
         return statistics.median(abs(predicted(c, spec) / c.measured_s - 1) for c in sample)
 
-    coarse = min(range(300, 1001, 10), key=lambda m: (score(m), -m))
-    fine = range(max(300, coarse - 10), min(1000, coarse + 10) + 1)
+    coarse = min(range(300, 1301, 10), key=lambda m: (score(m), -m))
+    fine = range(max(300, coarse - 10), min(1300, coarse + 10) + 1)
     return min(fine, key=lambda m: (score(m), -m)) / 1000
 
 

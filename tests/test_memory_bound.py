@@ -84,3 +84,42 @@ def test_a_variant_with_slower_hbm_moves_only_the_memory_bound_parts():
     ratio = (3.35e12 * h100.step_model.hbm_efficiency) / (2.4e12 * variant.step_model.hbm_efficiency)
     assert slow.elementwise_s == pytest.approx(fast.elementwise_s * ratio, rel=1e-12)
     assert slow.optimizer_s == pytest.approx(fast.optimizer_s * ratio, rel=1e-12)
+
+
+def test_fp8_casts_of_a_llama_layer_by_hand():
+    """Transformer Engine's fp8 casts per token of one Llama 3 8B layer (TP 1, no recomputation, b = 2): forward,
+    the two fused norms write fp8 and their transposes are made apart ((3 - b) D each), the attention output's
+    and the SwiGLU output's cast-transpose ((b + 2) a d_h, (b + 2) F); backward, each linear's output gradient
+    ((b + 2) x (QKV: a d_h + 2 k d_h, proj: D, FC1: 2 F, FC2: D)). Full recomputation reruns the forward casts."""
+    from costmodel.cost import memory_bound
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.load import load_model
+
+    shape = Shape.of(load_model("llama3-8b"))
+    d, f, q, kv = 4096, 14336, 32 * 128, 8 * 128
+    forward = 2 * (3 - 2) * d + 4 * q + 4 * f
+    backward = 4 * (q + 2 * kv) + 4 * d + 4 * 2 * f + 4 * d
+    assert memory_bound.fp8_cast_bytes(shape, Point(), 2) == forward + backward == 253_952
+    assert memory_bound.fp8_cast_bytes(shape, Point(recompute="full"), 2) == 2 * forward + backward
+    tp = memory_bound.fp8_cast_bytes(shape, Point(tp=4, sp=True), 2)  # column-parallel inputs gathered: D
+    assert tp == 2 * d + 4 * q / 4 + 4 * f / 4 + 4 * (q + 2 * kv) / 4 + 4 * d + 4 * 2 * f / 4 + 4 * d
+
+
+def test_fp8_step_counts_the_casts():
+    """--precision fp8 adds the casts to the memory-bound time (and only then)."""
+    from costmodel.cost import memory_bound
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.formulas.memory_bound import hbm_seconds
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
+    layout = Layout(tokens=8192, fsdp=8, zero=1)
+    bf16, fp8 = (evaluate_layout(spec, load_recipe("megatron"), layout, h100, precision=p).step for p in ("bf16", "fp8"))
+    casts = memory_bound.fp8_cast_bytes(Shape.of(spec), Point(), 2) * 32 * 8192
+    added = hbm_seconds(hbm_bytes=casts, hbm_bandwidth=h100.hbm.bandwidth_bytes_per_s,
+                        efficiency=h100.step_model.hbm_efficiency)
+    assert fp8.elementwise_s - bf16.elementwise_s == pytest.approx(added, rel=1e-12)

@@ -63,6 +63,40 @@ def layer_bytes(shape, point, act_bytes):
     return out
 
 
+def fp8_cast_bytes(shape, point, act_bytes):
+    """One layer's fp8 casts under Transformer Engine, per token: each linear layer's input cast (and transposed)
+    in forward, rerun by full recomputation, and its output's gradient in backward; the norms before the QKV
+    and first MLP matmuls write fp8 themselves (LayerNormLinear). Column-parallel layers take the gathered
+    input (D) and give F / t-wide outputs, row-parallel ones the reverse. The weights' casts, once per step
+    (cached over micro-batches: is_first_microbatch), are left out. The FFN stack and MoE experts: their MLPs."""
+    r = _reruns(point)
+    mlp = _fp8_mlp_widths(shape, point)
+    if not shape.attention:
+        return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + r) for w, _ in mlp)
+    d = shape.width
+    q = shape.heads * shape.head_dim / point.tp
+    qkv = q + 2 * shape.kv_heads * shape.head_dim / point.tp
+    forward = 2 * mb.fp8_norm_output_bytes(width=d, act_bytes=act_bytes) + mb.fp8_cast_transpose_bytes(
+        width=q, act_bytes=act_bytes)
+    backward = mb.fp8_cast_transpose_bytes(width=qkv + d, act_bytes=act_bytes)
+    for up, down in mlp:  # the MLP's second matmul's input is cast; both matmuls' output gradients
+        forward = forward + mb.fp8_cast_transpose_bytes(width=down, act_bytes=act_bytes)
+        backward = backward + mb.fp8_cast_transpose_bytes(width=up + d, act_bytes=act_bytes)
+    return (1 + r) * forward + backward
+
+
+def _fp8_mlp_widths(shape, point) -> list:
+    """(first matmul's output, second's input) widths per token on one device for each MLP a layer runs."""
+    gate = 2 if shape.gated else 1
+    if not shape.moe:
+        widths = [shape.mlp_width / point.tp]
+    else:
+        widths = [shape.expert_width * shape.top_k * expert.routed_factor(shape, point) / expert.expert_tp(point)]
+        if shape.shared_width:
+            widths.append(shape.shared_width / point.tp)
+    return [(gate * w, w) for w in widths]
+
+
 def _mlp(width, gated: bool, act_bytes, reruns):
     if gated:
         return mb.glu_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)

@@ -190,8 +190,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
-    per_token = (memory_bound.layer_bytes(shape, point, recipe.activation_bytes) * most_layers
-                 + memory_bound.ends_bytes(shape, point, recipe.activation_bytes))
+    layer = memory_bound.layer_bytes(shape, point, recipe.activation_bytes)
+    if precision == "fp8":  # Transformer Engine's casts of each linear layer's operands
+        layer = layer + memory_bound.fp8_cast_bytes(shape, point, recipe.activation_bytes)
+    per_token = layer * most_layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes)
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
                                  hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
                                  efficiency=hardware.step_model.hbm_efficiency)

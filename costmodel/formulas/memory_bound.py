@@ -101,6 +101,26 @@ def cross_entropy_bytes(*, vocab, act_bytes):
     return (48 + 2 * act_bytes) * vocab
 
 
+def fp8_cast_transpose_bytes(*, width, act_bytes):
+    """Transformer Engine's fp8 cast of a GEMM operand of ``width`` elements per token, with the transpose the
+    other pass's GEMM needs: reads it (b) and writes the fp8 copy and its fp8 transpose (1 + 1); amax is taken in
+    the same kernel. A linear layer's input in forward (fp8_cast_transpose_fused; under SP, cast_to_fp8 then
+    fp8_transpose of the gathered input) and its output's gradient in backward (cast, transpose and bias gradient
+    fused): TransformerEngine@v1.10 pytorch/module/linear.py L110-139, L509-514, module/base.py L742-800:
+
+        (b + 2) W"""
+    return (act_bytes + 2) * width
+
+
+def fp8_norm_output_bytes(*, width, act_bytes):
+    """A norm fused with the fp8 linear it feeds (TE's LayerNormLinear) writes its output in fp8, 1 byte instead
+    of b, and the wgrad GEMM's fp8 transpose of it is made apart (read 1, write 1):
+    TransformerEngine@v1.10 pytorch/module/layernorm_linear.py L124-137 (fp8 ln_out), L570 (its transpose):
+
+        (3 - b) W"""
+    return (3 - act_bytes) * width
+
+
 def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):
     """Memory-bound time: bytes over the bandwidth such kernels achieve, W_HBM x e_HBM."""
     return hbm_bytes / (hbm_bandwidth * efficiency)
