@@ -188,7 +188,8 @@ def test_hardware_says_which_devices_have_an_attention_table():
     assert "attention table" in features(load_hardware("aws-p5"))  # extends h100-sxm
     assert "attention table" not in features(load_hardware("b200"))
     assert features(load_hardware("b200"))[0] == "GEMM table"
-    assert features(load_hardware("mi325x"))[0] == "GEMM 64%"  # a constant where no table is shipped
+    assert features(load_hardware("mi325x"))[0] == "GEMM 64% + shape curve"  # one kernel, no table
+    assert features(load_hardware("trn2"))[0] == "GEMM 95%"  # an upper bound, no shape
 
 
 def test_the_readme_ratio_of_fa2_to_cudnn_is_the_tables():

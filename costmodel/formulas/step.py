@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from costmodel.mathops import maximum, where
+from costmodel.mathops import maximum, minimum, where
 
 
 def matmul_seconds(*, flops, peak_flops, efficiency):
     """Matmul time: FLOPs / (C e), e the achieved fraction of dense peak for the shape."""
     return flops / (peak_flops * efficiency)
+
+
+def gemm_shape_efficiency(*, flops, peak_flops, measured_flops, measured_efficiency, overhead_s):
+    """A GEMM's achieved / peak where only one kernel was measured: each GEMM takes its work at a plateau rate
+    plus a fixed time, t = F / (e_max C) + t_0, with e_max such that the measured kernel (F_m at e_m) lies on the
+    curve, and no shape above the measured one faster than it:
+
+        e(F) = min(e_m, F / (C (F / (e_max C) + t_0))),   e_max = F_m / (C (F_m / (e_m C) - t_0))
+
+    t_0 (launch, prologue and epilogue, the last wave) is fitted on a measured GEMM table
+    (benchmarks/fit_gemm_overhead.py)."""
+    plateau = measured_flops / (peak_flops * (measured_flops / (measured_efficiency * peak_flops) - overhead_s))
+    return minimum(measured_efficiency, flops / (peak_flops * (flops / (plateau * peak_flops) + overhead_s)))
 
 
 def attention_kernel_seconds(*, forward_flops, rerun, masked, rate_fwd, rate_bwd, sustained):

@@ -59,12 +59,14 @@ def hardware(as_json: bool) -> None:
 
 
 def features(spec) -> list[str]:
-    """What the device's step and collective models have: a measured GEMM table or one efficiency, a
+    """What the device's step and collective models have: a measured GEMM table or one efficiency (along a
+    shape curve where it has one), a
     flash-attention table, fp8, NCCL's tuner, a fitted error range."""
     sm = spec.step_model
     if sm is None:
         return ["none"]
-    out = ["GEMM table" if sm.matmul_table else f"GEMM {sm.matmul_efficiency:.0%}"]
+    curve = " + shape curve" if sm.matmul_overhead_s is not None else ""
+    out = ["GEMM table" if sm.matmul_table else f"GEMM {sm.matmul_efficiency:.0%}{curve}"]
     out += ["attention table"] if sm.attention_table else []
     out += ["fp8"] if sm.fp8_efficiency is not None and getattr(spec.peak_flops, "fp8", None) else []
     out += ["NCCL tuner"] if spec.nccl is not None else []

@@ -95,6 +95,12 @@ class StepModel(Spec):
 
     matmul_efficiency: Annotated[float, field(gt=0, le=1)] | None = field(
         None, description="achieved / dense peak for large matmuls, when no measured table is given")
+    matmul_shape: list[Annotated[int, field(ge=1, le=1_000_000)]] | None = field(
+        None, description="m, n, k of the kernel matmul_efficiency was measured on: with matmul_overhead_s, smaller "
+        "GEMMs run below it (formulas.step.gemm_shape_efficiency)")
+    matmul_overhead_s: Annotated[float, field(ge=0, le=1e-3)] | None = field(
+        None, description="fixed time per GEMM (launch, prologue and epilogue, the last wave) on top of its work at "
+        "the plateau rate, for a device measured at one shape (fitted on a GEMM table)")
     matmul_table: Name | None = field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
@@ -128,6 +134,16 @@ class StepModel(Spec):
     def _kernel_with_table(self) -> "StepModel":
         if (self.attention_table is None) != (self.attention_kernel is None):
             raise ValueError("attention_table and attention_kernel go together")
+        return self
+
+    @model_validator(mode="after")
+    def _shape_with_overhead(self) -> "StepModel":
+        if (self.matmul_shape is None) != (self.matmul_overhead_s is None):
+            raise ValueError("matmul_shape and matmul_overhead_s go together")
+        if self.matmul_shape is not None and len(self.matmul_shape) != 3:
+            raise ValueError("matmul_shape is [m, n, k]")
+        if self.matmul_shape is not None and self.matmul_efficiency is None:
+            raise ValueError("matmul_shape needs the matmul_efficiency measured at it")
         return self
 
     @field_validator("matmul_table", "attention_table")
