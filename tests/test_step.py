@@ -347,3 +347,15 @@ def test_one_kernel_devices_slow_small_gemms():
     sustained = a100.step_model.sustained_fraction
     assert matmul_efficiency(shape, Point(tp=8, sp=True, tokens=2048), a100) < 0.869 * sustained
     assert matmul_efficiency(shape, Point(tokens=16384), a100) == 0.869 * sustained
+
+
+def test_the_500w_variant_range_allows_for_the_nvl_peak():
+    """torchtitan's H100s run at 500 W, their peak "between SXM and NVL": the variant keeps h100-sxm's point and
+    widens its band's slow end by 989.4 / 835.5 (NVL's 1,671 sparse TFLOP/s halved), bf16 and fp8 alike."""
+    from costmodel.specs.load import load_hardware
+
+    sxm, variant = load_hardware("h100-sxm").step_model, load_hardware("h100-96gb-500w").step_model
+    nvl = 1671e12 / 2 / load_hardware("h100-sxm").flops("bf16")
+    assert variant.error_low == round((1 + sxm.error_low) * nvl - 1, 3) and variant.error_high == sxm.error_high
+    assert variant.fp8_error_low == round((1 + sxm.fp8_error_low) * nvl - 1, 3)
+    assert variant.fp8_error_high == sxm.fp8_error_high and variant.sustained_fraction == sxm.sustained_fraction
