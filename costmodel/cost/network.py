@@ -23,6 +23,22 @@ from costmodel.record import record
 HIERARCHICAL = ("all-reduce", "all-gather", "reduce-scatter")
 #: calibrations that describe what NCCL does by default, in order of preference
 DEFAULT_ALGORITHMS = ("auto", "ring")
+#: collectives that run the same ring pattern mirrored: n - 1 steps of S / n each (NCCL's ring all-gather and
+#: reduce-scatter, src/device/all_gather.h and reduce_scatter.h), so one's fit stands in for the other's
+MIRRORS = {"all-gather": "reduce-scatter", "reduce-scatter": "all-gather"}
+
+
+def _fits(hardware, op: str, level: str, model: str, algorithm: str) -> list:
+    """The calibrations of ``model`` for ``op`` on ``level`` under the first algorithm name that has any, else its
+    mirror's (:data:`MIRRORS`); [] where neither was fitted."""
+    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
+    for collective in (op, MIRRORS.get(op)):
+        for name in wanted:
+            fits = [c for c in hardware.calibration
+                    if (c.collective, c.algorithm, c.level, c.model) == (collective, name, level, model)]
+            if fits:
+                return fits
+    return []
 
 
 def reached_level(hardware, where_: Placement):
@@ -51,15 +67,9 @@ def level_label(hardware, where_: Placement, op: str = "") -> str:
 
 
 def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
-    """(latency, bandwidth, label) fitted for ``op`` on ``level``: the fit at these ranks, else the one
-    at the most ranks; None where nothing was fitted. Values are where()-selected for arrays."""
-    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
-    fits = []
-    for name in wanted:
-        fits = [c for c in hardware.calibration
-                if (c.collective, c.algorithm, c.level, c.model) == (op, name, level, "ring")]
-        if fits:
-            break
+    """(latency, bandwidth, label) fitted for ``op`` (or its mirror) on ``level``: the fit at these ranks, else the
+    one at the most ranks; None where nothing was fitted. Values are where()-selected for arrays."""
+    fits = _fits(hardware, op, level, "ring", algorithm)
     if not fits:
         return None
     fits.sort(key=lambda c: c.ranks)
@@ -185,15 +195,10 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
 
 
 def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
-    """The calibration of model nccl for ``op`` on ``level`` (fitted at the most ranks), or None: it
-    holds for groups of any size there."""
-    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
-    for name in wanted:
-        fits = [c for c in hardware.calibration
-                if (c.collective, c.algorithm, c.level, c.model) == (op, name, level, "nccl")]
-        if fits:
-            return max(fits, key=lambda c: c.ranks)
-    return None
+    """The calibration of model nccl for ``op`` (or its mirror) on ``level`` (fitted at the most ranks), or None:
+    it holds for groups of any size there."""
+    fits = _fits(hardware, op, level, "nccl", algorithm)
+    return max(fits, key=lambda c: c.ranks) if fits else None
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -230,7 +235,8 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
         return cal[2]
     if tuned:
         tuner = f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
-        return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level} "
+        mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
+        return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level}{mirror} "
                 f"({scaled.source})") if scaled else tuner
     return "datasheet"
 
