@@ -42,6 +42,18 @@ def test_zero_stage_3_moves_one_and_a_half_times_ddp():
     assert _sent(step_collectives(XXL, RECIPES["zero"], Layout(fsdp=64, zero=3))) == pytest.approx(1.5 * ddp)
 
 
+def test_zero_2_reduce_scatters_every_micro_batch_zero_1_once():
+    """ZeRO-2 keeps only its gradient shard, so each micro-batch's gradient is reduce-scattered as backward makes
+    it (DeepSpeed stage 2: engine.py L2051-2053); ZeRO-1 keeps the full gradient and reduces once per step. The
+    updated weights are gathered once per step either way."""
+    def calls(stage, accum):
+        cs = step_collectives(XXL, RECIPES["zero"], Layout(fsdp=64, zero=stage, grad_accum=accum))
+        return {c.op: c.calls for c in cs}
+
+    assert calls(2, 4) == {"reduce-scatter": 4, "all-gather": 1} and calls(2, 1) == {"reduce-scatter": 1, "all-gather": 1}
+    assert calls(1, 4) == {"reduce-scatter": 1, "all-gather": 1}
+
+
 def test_hsdp_all_reduces_the_gradient_shard_across_replicas():
     cs = step_collectives(XXL, CS336, Layout(dp=4, fsdp=8))
     (ar,) = [c for c in cs if c.axis == "dp"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from costmodel.cost.evaluate import evaluate, evaluate_layout
-from costmodel.cost.memory import FORWARD_BACKWARD, OPTIMIZER
+from costmodel.cost.memory import FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER
 from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
 from costmodel.errors import CostModelError
@@ -252,19 +252,20 @@ def test_deepspeed_terms():
     ds = FRAMEWORKS["deepspeed"]
 
     def terms(framework=ds, **layout):
-        top = evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=framework).heaviest
+        layout.setdefault("tokens", 8192)
+        top = evaluate_layout(spec, zero, Layout(**layout), framework=framework).heaviest
         return top, {k: val for k, val in top.overheads.items() if k.startswith("zero")}
 
     held = 1_090_519_040  # the busiest rank's buffer at 8 shards: whole matrices (the test below)
     top, got = terms(fsdp=8, zero=1)
     p = top.stage.params
-    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_step_grads": (2 + 4) * p / 8,
-                   "zero_accumulation_buffer": 0,  # one micro-step: no second buffer
-                   # the step holds the buffer, P / N plus the whole matrices past it, not the full gradient
-                   "zero1_freed_grads": 2 * (p / 8 + held - 8_029_995_008 / 8 - p)}
+    buffer = 2 * (p / 8 + held - 8_029_995_008 / 8)  # P / N plus the whole matrices past it
+    assert got == {"zero_grad_bucket": 0, "zero_sync_bucket": 2 * 500_000_000,  # ZeRO-1 reduces after backward
+                   "zero1_grad_buffer": 0, "zero1_sync_buffer": buffer, "zero_step_grads": (2 + 4) * p / 8,
+                   "zero1_freed_grads": buffer - 2 * p}  # the step holds the buffer, not the full gradient
     top, got = terms(fsdp=8, zero=2)
-    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_output_grad": 2 * v * d,
-                   "zero2_partition_overhang": 2 * (held - 8_029_995_008 / 8), "zero_accumulation_buffer": 0,
+    assert got == {"zero_grad_bucket": 2 * 500_000_000, "zero_sync_bucket": 0, "zero_output_grad": 2 * v * d,
+                   "zero2_partition_overhang": 2 * (held - 8_029_995_008 / 8), "zero2_accumulation_buffer": 0,
                    "zero_step_grads": (2 + 4) * top.stage.params / 8}
     top, got = terms(fsdp=8, zero=3)
     assert top.stage.params / 8 < 1_000_000_000 + v * d  # 8B / 8: one sub-group holds the whole partition
@@ -281,12 +282,18 @@ def test_deepspeed_terms():
     _, got = terms(framework=ds.model_copy(update={"overlap_comm": True, "reduce_bucket_size": 200_000_000}),
                    fsdp=8, zero=2)
     assert got["zero_grad_bucket"] == 2 * 2 * 200_000_000
+    _, hooked = terms(framework=ds.model_copy(update={"overlap_comm": True}), fsdp=8, zero=1)  # hooks in backward
+    assert (hooked["zero_grad_bucket"], hooked["zero_sync_bucket"]) == (2 * 2 * 500_000_000, 0)
+    assert (hooked["zero1_grad_buffer"], hooked["zero1_sync_buffer"]) == (buffer, 0)
     _, piped = terms(framework=ds.model_copy(update={"overlap_comm": True}), fsdp=4, zero=1, pp=2, microbatches=2)
-    assert piped["zero_grad_bucket"] == 2 * 500_000_000  # overlap_comm is off under the pipeline engine
+    assert (piped["zero_grad_bucket"], piped["zero_sync_bucket"]) == (0, 2 * 500_000_000)  # off under pipelines
     assert set(terms(dp=8)[1].values()) == {0} and terms(fsdp=8, zero=0)[1] == {}  # replicas run no ZeRO
-    top, _ = terms(fsdp=8, zero=1)  # the step's copies in the step only, the bucket in backward only
+    top, _ = terms(fsdp=8, zero=1)  # the step's copies in the step only; the bucket and buffer after backward
     assert top.phase_bytes(OPTIMIZER, fitted=False) == (top.state_bytes + top.overheads["zero_step_grads"]
                                                          + top.overheads["zero1_freed_grads"])
+    assert top.phase_bytes(GRAD_SYNC, fitted=False) == top.state_bytes + 2 * 500_000_000 + buffer
+    small, _ = terms(fsdp=8, zero=1, tokens=128)  # little activation: the sync after backward peaks
+    assert small.peak_phase == GRAD_SYNC
     grads = top.components["grads"]  # ZeRO-1: the whole 16-bit gradient in backward, the rank's buffer in the step
     assert grads == 2 * top.stage.params and grads + top.overheads["zero1_freed_grads"] == 2 * (
         top.stage.params / 8 + held - 8_029_995_008 / 8)
@@ -305,24 +312,26 @@ def test_deepspeed_terms():
 
 
 def test_deepspeed_accumulation_keeps_a_second_gradient_buffer():
-    """Under gradient accumulation ZeRO-1/2 hold two gradient buffers in backward (stage_1_and_2.py: the first
+    """Under gradient accumulation ZeRO-2 holds two partition buffers in backward (stage_1_and_2.py: the first
     micro-step's averaged_gradients view its grads_in_partition, released at L802 and allocated anew at L1344-1352
-    for the next): b_g (P / N + the whole matrices past it), from the second micro-step on, whether the steps
-    come from --grad-accum or a pipeline's micro-batches; ZeRO-3 accumulates in its partition (none)."""
+    for the next): b_g (P / N + the whole matrices past it), from the second micro-step on. ZeRO-1 reduces once,
+    at the boundary (engine.py L2055-2059): accumulation adds nothing, as a pipeline's micro-batches add nothing;
+    ZeRO-3 accumulates in its partition."""
     spec, zero = load_model("llama3-8b"), load_recipe("zero")
     ds = FRAMEWORKS["deepspeed"]
 
     def top(**layout):
-        return evaluate_layout(spec, zero, Layout(tokens=8192, **layout), framework=ds).heaviest
+        layout.setdefault("tokens", 8192)
+        return evaluate_layout(spec, zero, Layout(**layout), framework=ds).heaviest
 
     one, four = top(fsdp=8, zero=2), top(fsdp=8, zero=2, grad_accum=4)
     buffer = 2 * (four.stage.params / 8 + 1_090_519_040 - 8_029_995_008 / 8)
-    assert four.overheads["zero_accumulation_buffer"] == buffer and one.overheads["zero_accumulation_buffer"] == 0
+    assert four.overheads["zero2_accumulation_buffer"] == buffer and one.overheads["zero2_accumulation_buffer"] == 0
     assert four.peak_bytes - one.peak_bytes == buffer  # in backward, the phase that peaks
-    piped = top(fsdp=4, zero=1, pp=2, microbatches=4)
-    assert piped.overheads["zero_accumulation_buffer"] > 0
-    assert "zero_accumulation_buffer" not in top(fsdp=8, zero=3, grad_accum=4).overheads
-    assert top(dp=8, grad_accum=4).overheads.get("zero_accumulation_buffer", 0) == 0  # replicas run no ZeRO
+    assert top(fsdp=8, zero=1, grad_accum=4).peak_bytes == top(fsdp=8, zero=1).peak_bytes
+    assert top(fsdp=4, zero=1, pp=2, microbatches=4).overheads["zero1_grad_buffer"] == 0
+    assert not any(k.endswith("accumulation_buffer") for k in top(fsdp=8, zero=3, grad_accum=4).overheads)
+    assert top(dp=8, grad_accum=4).overheads.get("zero2_accumulation_buffer", 0) == 0  # replicas run no ZeRO
 
 
 def test_plan_keeps_to_what_deepspeed_runs():
@@ -331,7 +340,8 @@ def test_plan_keeps_to_what_deepspeed_runs():
     (hpZ); a row it prints runs."""
     from costmodel.api import plan
 
-    rows = plan("llama3-70b", "h100-sxm", gpus=128, global_batch=1048576, seq=8192, framework="deepspeed", top=200)
+    rows = plan("llama3-70b", "h100-sxm", gpus=128, global_batch=1048576, seq=8192, framework="deepspeed",
+                top=100_000)  # every feasible row: ZeRO-2's exposed per-micro-batch reductions rank it low
     rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
     assert {row["zero"] for row in rows} == {1, 2, 3}
     piped = [row for row in rows if row["pp"] > 1]

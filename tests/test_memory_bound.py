@@ -102,8 +102,14 @@ def test_fp8_casts_of_a_llama_layer_by_hand():
     backward = 4 * (q + 2 * kv) + 4 * d + 4 * 2 * f + 4 * d
     assert memory_bound.fp8_cast_bytes(shape, Point(), 2) == forward + backward == 253_952
     assert memory_bound.fp8_cast_bytes(shape, Point(recompute="full"), 2) == 2 * forward + backward
-    tp = memory_bound.fp8_cast_bytes(shape, Point(tp=4, sp=True), 2)  # column-parallel inputs gathered: D
+    tp = memory_bound.fp8_cast_bytes(shape, Point(tp=4), 2)  # TP without SP: the same kernels on t-split widths
     assert tp == 2 * d + 4 * q / 4 + 4 * f / 4 + 4 * (q + 2 * kv) / 4 + 4 * d + 4 * 2 * f / 4 + 4 * d
+    # SP: the norms write fp8 on their D / t and the gathered D is transposed apart (2 D - D / 4 each); a
+    # row-parallel input is cast (3 per element) and transposed (2) apart; a row-parallel output gradient is cast on
+    # the local D / t (3) and its gathered D transposed (2); column-parallel output gradients as before
+    sp = memory_bound.fp8_cast_bytes(shape, Point(tp=4, sp=True), 2)
+    assert sp == (2 * (2 * d - d / 4) + 5 * q / 4 + 5 * f / 4
+                  + 4 * (q + 2 * kv) / 4 + (3 * d / 4 + 2 * d) + 4 * 2 * f / 4 + (3 * d / 4 + 2 * d))
 
 
 def test_fp8_step_counts_the_casts():

@@ -359,3 +359,15 @@ def test_the_500w_variant_range_allows_for_the_nvl_peak():
     assert variant.error_low == round((1 + sxm.error_low) * nvl - 1, 3) and variant.error_high == sxm.error_high
     assert variant.fp8_error_low == round((1 + sxm.fp8_error_low) * nvl - 1, 3)
     assert variant.fp8_error_high == sxm.fp8_error_high and variant.sustained_fraction == sxm.sustained_fraction
+
+
+def test_a_measured_kernel_smaller_than_the_per_gemm_time_is_refused(tmp_path):
+    """A one-kernel spec whose kernel takes less than matmul_overhead_s would give a negative e_max (negative step
+    times): refused in one line naming both fields."""
+    from hostile import assert_refused, run
+
+    text = (Path(__file__).resolve().parents[1] / "hardware" / "a100-80gb.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("matmul_shape = [1024, 10240, 5120]", "matmul_shape = [64, 64, 64]"))
+    assert_refused(run(["step", "-m", "llama3-8b", "--hardware", str(bad), "--fsdp", "8", "--tokens", "4096"]),
+                   "matmul_shape 64 x 64 x 64", "matmul_overhead_s")

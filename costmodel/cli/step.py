@@ -31,9 +31,13 @@ def step(
         metavar="none|overlap", help="Pipeline sends: on the critical path (none) or hidden behind the next "
         "micro-batch's compute (overlap).")] = "none",
     precision: Annotated[str, typer.Option(
-        metavar="bf16|fp8", help="Matmul precision: bf16, or fp8 linear layers (Transformer Engine recipes: "
-        "per-tensor scaling, casts and amax included through the spec's fitted fp8_efficiency; attention "
-        "stays bf16). MFU is then against the fp8 peak, as NVIDIA reports it.")] = "bf16",
+        metavar="bf16|fp8", help="Matmul precision: bf16, or fp8 linear layers (per-tensor scaling, at the spec's "
+        "fitted fp8_efficiency; attention stays bf16). MFU is then against the fp8 peak, as NVIDIA reports it.")]
+    = "bf16",
+    fp8_casts: Annotated[str, typer.Option(
+        metavar="te|fused", help="With --precision fp8, the casts to fp8: te (Transformer Engine's cast and transpose "
+        "kernels, counted as HBM traffic: NeMo, Megatron, torchtitan's float8) or fused (into the neighbouring "
+        "kernels: XLA, MaxText).")] = "te",
     attention_flops: Annotated[str, typer.Option(
         metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
         "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",
@@ -57,7 +61,8 @@ def step(
         raise CostModelError(f"--attention-flops {shown(attention_flops)}: use full or causal")
 
     cost, device = step_cost(model, hardware, recipe, framework, layout, overlap=overlap, precision=precision,
-                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, attention_kernel=attention_kernel)
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, attention_kernel=attention_kernel,
+                             fp8_casts=fp8_casts)
     report(cost, device, as_json=as_json, convention=attention_flops)
 
 

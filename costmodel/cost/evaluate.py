@@ -91,7 +91,7 @@ def _collective(row):
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str | None = None,
              seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
-             p2p_overlap: str = "none", attention_kernel: str | None = None) -> Cost:
+             p2p_overlap: str = "none", attention_kernel: str | None = None, fp8_casts: str = "te") -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model); attention's
     kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's; the data
     axis's ``overlap`` (--data-overlap) likewise, else the framework's default (cost.step.data_overlap)."""
@@ -118,7 +118,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
-                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why,
+                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
                              framework_time=framework.time_on(hardware) if framework is not None else None,
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe))

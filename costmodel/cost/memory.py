@@ -80,7 +80,10 @@ def components(recipe, point, *, params, activation_bytes, weight_copies, expert
     return out
 
 
-FORWARD_BACKWARD, OPTIMIZER = "forward-backward", "optimizer step"
+FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER = "forward-backward", "gradient sync", "optimizer step"
+#: the step's phases in order: backward's activations gone, a framework that reduces after backward (DeepSpeed
+#: ZeRO-1 without overlap_comm, its pipeline engine) holds the full gradients and its buffers at once
+PHASES = (FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER)
 #: overhead term -> the phases it is allocated in, and whether its size is fitted (reserved, not allocated)
 OVERHEADS = {
     "ddp_buckets": ((FORWARD_BACKWARD, OPTIMIZER), False),
@@ -95,7 +98,10 @@ OVERHEADS = {
     "zero3_bucket_copy": ((FORWARD_BACKWARD,), False),
     "zero_output_grad": ((FORWARD_BACKWARD,), False),
     "zero2_partition_overhang": ((FORWARD_BACKWARD, OPTIMIZER), False),
-    "zero_accumulation_buffer": ((FORWARD_BACKWARD,), False),
+    "zero_sync_bucket": ((GRAD_SYNC,), False),
+    "zero1_grad_buffer": ((FORWARD_BACKWARD,), False),
+    "zero1_sync_buffer": ((GRAD_SYNC,), False),
+    "zero2_accumulation_buffer": ((FORWARD_BACKWARD,), False),
     "zero1_freed_grads": ((OPTIMIZER,), False),
     "zero_step_grads": ((OPTIMIZER,), False),
     "zero3_live_params": ((FORWARD_BACKWARD,), False),
@@ -170,7 +176,7 @@ class StageMemory:
     """What one device of one stage holds, and the numbers it was computed from.
 
     ``components`` is the exact accounting; ``overheads`` the framework's terms. Peak memory is the
-    largest of the step's phases (forward-backward, optimizer step), not the sum of every term.
+    largest of the step's phases (forward-backward, gradient sync, optimizer step), not the sum of every term.
     """
 
     stage: Stage
@@ -186,7 +192,7 @@ class StageMemory:
     def phase_bytes(self, phase: str, *, fitted: bool = True):
         """Bytes in ``phase``: exact components and the overheads allocated then; ``fitted``: what the
         allocator reserves (the fitted terms, and cached segments of earlier phases) instead."""
-        names = self.components if phase == FORWARD_BACKWARD else OPTIMIZER_STATE
+        names = self.components if phase == FORWARD_BACKWARD else OPTIMIZER_STATE  # activations are freed after
         exact = sum(v for k, v in self.components.items() if k in names)
         return exact + sum(v for k, v in self.overheads.items()
                            if (phase in OVERHEADS[k][0] or (fitted and k in CACHED_SEGMENTS))
@@ -195,11 +201,14 @@ class StageMemory:
     def _peak(self, fitted: bool):
         if not self.overheads:
             return self.total_bytes
-        return maximum(self.phase_bytes(FORWARD_BACKWARD, fitted=fitted), self.phase_bytes(OPTIMIZER, fitted=fitted))
+        out = self.phase_bytes(FORWARD_BACKWARD, fitted=fitted)
+        for phase in PHASES[1:]:
+            out = maximum(out, self.phase_bytes(phase, fitted=fitted))
+        return out
 
     @property
     def peak_bytes(self):
-        """What the allocator holds allocated at the peak: the larger phase, named code terms only."""
+        """What the allocator holds allocated at the peak: the largest phase, named code terms only."""
         return self._peak(False)
 
     @property
@@ -212,7 +221,7 @@ class StageMemory:
         """The phase whose allocated bytes peak (a single layout)."""
         if not self.overheads:
             return FORWARD_BACKWARD
-        return max((FORWARD_BACKWARD, OPTIMIZER), key=lambda phase: self.phase_bytes(phase, fitted=False))
+        return max(PHASES, key=lambda phase: self.phase_bytes(phase, fitted=False))
 
     @property
     def activation_bytes_per_token(self):

@@ -67,21 +67,30 @@ def fp8_cast_bytes(shape, point, act_bytes):
     """One layer's fp8 casts under Transformer Engine, per token: each linear layer's input cast (and transposed)
     in forward, rerun by full recomputation, and its output's gradient in backward; the norms before the QKV
     and first MLP matmuls write fp8 themselves (LayerNormLinear). Column-parallel layers take the gathered
-    input (D) and give F / t-wide outputs, row-parallel ones the reverse. The weights' casts, once per step
-    (cached over micro-batches: is_first_microbatch), are left out. The FFN stack and MoE experts: their MLPs."""
+    input (D) and give F / t-wide outputs, row-parallel ones the reverse. Under sequence parallelism the cast
+    and the transpose of a gathered operand run apart: the local D / t is cast, the gathered D transposed. The
+    weights' casts, once per step (cached over micro-batches: is_first_microbatch), are left out. The FFN
+    stack and MoE experts: their MLPs."""
     r = _reruns(point)
     mlp = _fp8_mlp_widths(shape, point)
     if not shape.attention:
         return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + r) for w, _ in mlp)
-    d = shape.width
+    d, b = shape.width, act_bytes
+    split = point.sp and not (isinstance(point.tp, int) and point.tp == 1)
+
+    def row_operand(width, gathered):  # a row-parallel layer's input (forward) or output gradient (backward)
+        if not split:
+            return mb.fp8_cast_transpose_bytes(width=gathered, act_bytes=b)
+        return mb.fp8_cast_then_transpose_bytes(cast_width=width, transpose_width=gathered, act_bytes=b)
+
     q = shape.heads * shape.head_dim / point.tp
     qkv = q + 2 * shape.kv_heads * shape.head_dim / point.tp
-    forward = 2 * mb.fp8_norm_output_bytes(width=d, act_bytes=act_bytes) + mb.fp8_cast_transpose_bytes(
-        width=q, act_bytes=act_bytes)
-    backward = mb.fp8_cast_transpose_bytes(width=qkv + d, act_bytes=act_bytes)
+    local = d / point.tp if split else d
+    forward = 2 * mb.fp8_norm_output_bytes(norm_width=local, transpose_width=d, act_bytes=b) + row_operand(q, q)
+    backward = mb.fp8_cast_transpose_bytes(width=qkv, act_bytes=b) + row_operand(local, d)
     for up, down in mlp:  # the MLP's second matmul's input is cast; both matmuls' output gradients
-        forward = forward + mb.fp8_cast_transpose_bytes(width=down, act_bytes=act_bytes)
-        backward = backward + mb.fp8_cast_transpose_bytes(width=up + d, act_bytes=act_bytes)
+        forward = forward + row_operand(down, down)
+        backward = backward + mb.fp8_cast_transpose_bytes(width=up, act_bytes=b) + row_operand(local, d)
     return (1 + r) * forward + backward
 
 

@@ -26,6 +26,8 @@ from costmodel.parallel.data import fsdp_active
 from costmodel.record import record
 
 OVERLAPS = ("overlap", "none")
+#: how fp8 casts run: Transformer Engine's own kernels (HBM traffic), or fused into their neighbours (XLA)
+FP8_CASTS = ("te", "fused")
 PRECISIONS = ("bf16", "fp8")
 
 
@@ -64,6 +66,7 @@ class StepTime:
     attention_rates: tuple | None = None  # (forward, backward) FLOP/s of that kernel at this head dim and length
     optimizer_s: object = 0  # the optimizer step of the device with the most parameters to update (HBM-bound)
     overlap_why: str = ""  # whose choice the data-axis overlap is (--data-overlap, the framework's default, ...)
+    fp8_casts: str = "te"  # with precision fp8: te (cast kernels counted) or fused
 
     @property
     def modelled_critical_s(self):
@@ -146,7 +149,7 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
               p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
-              optimizer_params=0, overlap_why: str = "") -> StepTime:
+              optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
@@ -158,6 +161,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
     if precision not in PRECISIONS:
         raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
+    if fp8_casts not in FP8_CASTS:
+        raise CostModelError(f"--fp8-casts {shown(fp8_casts)}: use te or fused")
     if precision == "fp8" and (hardware.step_model.fp8_efficiency is None or
                                getattr(hardware.peak_flops, "fp8", None) is None):
         raise CostModelError(f"{hardware.name} has no fp8 step model (needs an fp8 peak and step_model.fp8_efficiency)")
@@ -191,7 +196,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
     layer = memory_bound.layer_bytes(shape, point, recipe.activation_bytes)
-    if precision == "fp8":  # Transformer Engine's casts of each linear layer's operands
+    if precision == "fp8" and fp8_casts == "te":  # Transformer Engine's casts of each linear layer's operands
         layer = layer + memory_bound.fp8_cast_bytes(shape, point, recipe.activation_bytes)
     per_token = layer * most_layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes)
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
@@ -209,12 +214,13 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=compute, overlap=p2p_overlap)
     critical = compute + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
     backward_compute = compute * 2 / 3  # backward is 2 of the 3 matmul passes
-    # FSDP gathers and reduces every micro-batch, behind each one's backward. DDP and ZeRO-1/2 reduce once
+    # FSDP gathers and reduces every micro-batch behind its backward (ZeRO-2 reduces so too). DDP and ZeRO-1 reduce once
     # per step, as the last micro-batch's backward makes the gradients final (Megatron's overlap_grad_reduce):
     # without a pipeline only that backward hides it; with one, each stage's reduction also runs under the
     # other stages' drain (taken, as before, as all of backward: the DGXC fit is unchanged by this rule)
     per_step = where(above_one(point.pp), backward_compute, backward_compute / point.micro_steps)
-    hidden = where(fsdp_active(point.zero, point.fsdp), backward_compute, per_step)
+    every_micro_batch = fsdp_active(point.zero, point.fsdp) if point.zero != 2 else above_one(point.fsdp)  # ZeRO-2 too
+    hidden = where(every_micro_batch, backward_compute, per_step)
     exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=hidden, overlap=overlap)
     extra, floor = 0, 0
     if framework_time is not None:  # its kernels and host floor; its data-axis traffic unoverlapped
@@ -232,7 +238,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why)
+                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts)
 
 
 def _overlap_name(overlap) -> str:
@@ -246,21 +252,34 @@ def _overlap_name(overlap) -> str:
 
 def data_overlap(framework, point, chosen: str | None):
     """(hidden, why): whether the DP/FSDP traffic hides behind backward, and whose word that is. ``chosen``
-    (--data-overlap) wins; else the framework's default (a bool, or for DeepSpeed a mask over a plan's ZeRO
-    stages); else overlap, what most frameworks do. A framework's fitted time sets its own (step_time)."""
+    (--data-overlap) wins; else the framework's default (a bool, or for DeepSpeed a mask over a plan's pipeline
+    depths); else overlap, what most frameworks do. A framework's fitted time sets its own (step_time)."""
     if chosen is not None:
         return chosen, "--data-overlap"
+    why = data_overlap_source(framework)
     if framework is None or framework.exact or family(point.pp, point.tokens) == "sympy":
-        return "overlap", "the default for the exact accounting: what most frameworks do"
+        return "overlap", why
     if framework.data_overlap is not None:
-        return framework.data_overlap, f"{framework.name}'s default: {framework.data_overlap_source}"
+        return framework.data_overlap, why
     if framework.zero_buffers:
         from costmodel.cost.zero import overlap_comm
 
-        return overlap_comm(framework, point), (f"{framework.name}'s overlap_comm" + (
+        return overlap_comm(framework, point), why
+    return "overlap", why
+
+
+def data_overlap_source(framework) -> str:
+    """Whose default --data-overlap takes when it is not given, in words."""
+    if framework is None or framework.exact:
+        return "the default for the exact accounting: what most frameworks do"
+    if framework.data_overlap is not None:
+        return f"{framework.name}'s default" + (f": {framework.data_overlap_source}" if framework.data_overlap_source
+                                                 else "")
+    if framework.zero_buffers:
+        return f"{framework.name}'s overlap_comm" + (
             "" if framework.overlap_comm is not None else ": its default, on at ZeRO-3 only, and off under its "
-            "pipeline engine; off, the gradient reduction runs on the compute stream"))
-    return "overlap", f"{framework.name}'s default: overlapped"
+            "pipeline engine; off, the gradient reduction runs on the compute stream")
+    return f"{framework.name}'s default: overlapped"
 
 
 def host_floor(ft, hardware, point, layers):

@@ -43,36 +43,43 @@ def overlap_comm(framework, point):
 def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
     """DeepSpeed ZeRO's buffers on one device: the gradient bucket, the output layer's whole gradient as
     backward makes it (ZeRO-2/3 shard gradients; the output layer's is made first, at the activation peak),
-    ZeRO-2's gradient buffer holding whole parameters past P / N, the step's fp32 gradient partition (a
-    sub-group at ZeRO-3), and ZeRO-3's gathered parameters; ``output``: the output layer's parameters on this
-    device (0 off the last stage)."""
+    the contiguous buffer of the rank's gradient partition (whole parameters past P / N), the step's fp32
+    gradient partition (a sub-group at ZeRO-3), and ZeRO-3's gathered parameters; ``output``: the output
+    layer's parameters on this device (0 off the last stage).
+
+    When they are alive follows when DeepSpeed reduces: ZeRO-2 (and ZeRO-1 with overlap_comm) in backward hooks
+    (stage_1_and_2.py L527-528), ZeRO-1 otherwise after backward, at the accumulation boundary, with the full
+    gradients held (engine.py L2048-2062, stage_1_and_2.py L706-726; its pipeline engine likewise)."""
     if point.zero == 0:  # DDP-style replicas: no ZeRO optimizer
         return {}
     sharded = above_one(point.fsdp)  # ZeRO runs over the data shards (--fsdp); replicas alone (--dp) run none
-    overlap = framework.overlap_comm if framework.overlap_comm is not None else point.zero >= 3
     bucket = ov.ipg_bucket_bytes(bucket_elements=framework.reduce_bucket_size, grad_bytes=recipe.grad_bytes)
     matmul = exact_div(shape.width * shape.mlp_width, point.tp)  # one MLP matmul: a block's largest parameter
     largest = maximum(output, matmul)
     partition = (st.params - st.expert_params) / point.fsdp + st.expert_params / expert.expert_shards(point)
     out = {}
     if point.zero < 3:
-        # overlap_comm doubles it; DeepSpeed turns overlap_comm off under its pipeline engine (engine.py L1639-1642)
-        out["zero_grad_bucket"] = where(sharded, bucket * where(above_one(point.pp), 1, 2 if overlap else 1), 0)
-    else:
+        overhang = partition_overhang(shape, point)
+        buffer = ov.zero_partition_buffer_bytes(partition_elements=partition, overhang_elements=overhang,
+                                                grad_bytes=recipe.grad_bytes)
+        hooks = True if point.zero == 2 else overlap_comm(framework, point)  # reduce inside backward
+        doubled = overlap_comm(framework, point)  # overlap_comm keeps two buckets
+        out["zero_grad_bucket"] = where(sharded, where(hooks, bucket * where(doubled, 2, 1), 0), 0)
+        out["zero_sync_bucket"] = where(sharded, where(hooks, 0, bucket), 0)
+    if point.zero == 1:
+        out["zero1_grad_buffer"] = where(sharded, where(hooks, buffer, 0), 0)
+        out["zero1_sync_buffer"] = where(sharded, where(hooks, 0, buffer), 0)
+        out["zero1_freed_grads"] = where(sharded, ov.zero1_freed_grad_bytes(
+            params=st.params, partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
+    if point.zero >= 3:
         out["zero3_grad_bucket"] = where(sharded, bucket, 0)
         out["zero3_bucket_copy"] = where(sharded, bucket, 0)
     if point.zero >= 2:
         out["zero_output_grad"] = where(sharded, recipe.grad_bytes * output, 0)
-    overhang = partition_overhang(shape, point) if point.zero < 3 else 0
     if point.zero == 2:
         out["zero2_partition_overhang"] = where(sharded, ov.zero2_overhang_bytes(
             overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
-    if point.zero < 3:
-        out["zero_accumulation_buffer"] = where(sharded, where(above_one(point.micro_steps), ov.zero_accumulation_bytes(
-            partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0), 0)
-    if point.zero == 1:
-        out["zero1_freed_grads"] = where(sharded, ov.zero1_freed_grad_bytes(
-            params=st.params, partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
+        out["zero2_accumulation_buffer"] = where(sharded, where(above_one(point.micro_steps), buffer, 0), 0)
     out["zero_step_grads"] = where(sharded, ov.zero_step_grad_bytes(
         elements=partition if point.zero < 3 else minimum(partition, framework.sub_group_size + largest),
         largest_param=largest, grad_bytes=recipe.grad_bytes), 0)

@@ -102,23 +102,34 @@ def cross_entropy_bytes(*, vocab, act_bytes):
 
 
 def fp8_cast_transpose_bytes(*, width, act_bytes):
-    """Transformer Engine's fp8 cast of a GEMM operand of ``width`` elements per token, with the transpose the
-    other pass's GEMM needs: reads it (b) and writes the fp8 copy and its fp8 transpose (1 + 1); amax is taken in
-    the same kernel. A linear layer's input in forward (fp8_cast_transpose_fused; under SP, cast_to_fp8 then
-    fp8_transpose of the gathered input) and its output's gradient in backward (cast, transpose and bias gradient
-    fused): TransformerEngine@v1.10 pytorch/module/linear.py L110-139, L509-514, module/base.py L742-800:
+    """Transformer Engine's fused fp8 cast of a GEMM operand of ``width`` elements per token, with the transpose
+    the other pass's GEMM needs: reads it (b) and writes the fp8 copy and its fp8 transpose (1 + 1); amax is
+    taken in the same kernel. A linear layer's input in forward without sequence parallelism
+    (fp8_cast_transpose_fused) and its output's gradient in backward (cast, transpose and bias gradient fused):
+    TransformerEngine@v1.10 pytorch/module/linear.py L110-139, module/base.py L792-800:
 
         (b + 2) W"""
     return (act_bytes + 2) * width
 
 
-def fp8_norm_output_bytes(*, width, act_bytes):
-    """A norm fused with the fp8 linear it feeds (TE's LayerNormLinear) writes its output in fp8, 1 byte instead
-    of b, and the wgrad GEMM's fp8 transpose of it is made apart (read 1, write 1):
-    TransformerEngine@v1.10 pytorch/module/layernorm_linear.py L124-137 (fp8 ln_out), L570 (its transpose):
+def fp8_cast_then_transpose_bytes(*, cast_width, transpose_width, act_bytes):
+    """The same cast and transpose apart, as under sequence parallelism, where the fp8 copy is gathered between
+    them: cast_to_fp8 of the local ``cast_width`` elements (read b, write 1), then fp8_transpose of the
+    ``transpose_width`` the GEMM sees (read 1, write 1): TransformerEngine@v1.10 linear.py L133-139, L509-514,
+    module/base.py L760-790:
 
-        (3 - b) W"""
-    return (3 - act_bytes) * width
+        (b + 1) C + 2 T"""
+    return (act_bytes + 1) * cast_width + 2 * transpose_width
+
+
+def fp8_norm_output_bytes(*, norm_width, transpose_width, act_bytes):
+    """A norm fused with the fp8 linear it feeds (TE's LayerNormLinear) writes its ``norm_width`` outputs in fp8,
+    1 byte instead of b, and the wgrad GEMM's fp8 transpose of the (under SP, gathered) ``transpose_width`` is
+    made apart (read 1, write 1): TransformerEngine@v1.10 pytorch/module/layernorm_linear.py L124-157 (fp8 ln_out,
+    gathered under SP), L570 (its transpose):
+
+        (1 - b) N + 2 T"""
+    return (1 - act_bytes) * norm_width + 2 * transpose_width
 
 
 def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):

@@ -152,15 +152,16 @@ def zero2_overhang_bytes(*, overhang_elements, grad_bytes):
     return grad_bytes * overhang_elements
 
 
-def zero_accumulation_bytes(*, partition_elements, overhang_elements, grad_bytes):
-    """DeepSpeed ZeRO-1/2 under gradient accumulation: a second gradient buffer in backward, b_g (P / N + overhang).
+def zero_partition_buffer_bytes(*, partition_elements, overhang_elements, grad_bytes):
+    """DeepSpeed ZeRO-1/2's contiguous buffer of the rank's gradient partition: b_g (P / N + overhang), every
+    parameter overlapping the partition whole (grads_in_partition, stage_1_and_2.py L1344-1352).
 
-    Each micro-step's reduction copies the rank's gradients into a contiguous buffer (grads_in_partition) that
-    the micro-step's epilogue lets go (_release_ipg_buffers, stage_1_and_2.py L676-680, L802), but the first micro-step's
-    averaged_gradients are views of it (get_flat_partition, L783-790, L1723-1760), so the next micro-step allocates
-    a new one beside it (copy_grads_in_partition, L1344-1352) and adds it in (L792-800). ZeRO-1 reduces only at
-    the accumulation boundary (reduce_ready_partitions_and_remove_grads, L1424-1425), where the full gradients of the earlier micro-steps are still held.
-    """
+    ZeRO-1 fills it when it reduces: after backward at the accumulation boundary, beside the full gradients
+    (reduce_gradients, L706-726; with overlap_comm, in the boundary's backward hooks), and the step keeps it.
+    ZeRO-2 fills one every micro-step; under gradient accumulation the first micro-step's averaged_gradients are
+    views of it (get_flat_partition, L783-790, L1723-1760), so the epilogue's release (_release_ipg_buffers,
+    L676-680, L802) frees nothing and the next micro-step's backward allocates a second beside it, then adds
+    it in (L791-800)."""
     return grad_bytes * (partition_elements + overhang_elements)
 
 

@@ -30,7 +30,10 @@ OVERHEAD_LABELS = {
     "zero3_bucket_copy": "ZeRO-3 reduce-scatter copy of the bucket",
     "zero_output_grad": "output layer's whole gradient (ZeRO-2/3)",
     "zero2_partition_overhang": "ZeRO-2 gradient buffer: whole parameters past P/N",
-    "zero_accumulation_buffer": "ZeRO-1/2 gradient accumulation: a second gradient buffer",
+    "zero_sync_bucket": "ZeRO contiguous gradient bucket (reducing after backward)",
+    "zero1_grad_buffer": "ZeRO-1 gradient partition buffer (reduced in backward)",
+    "zero1_sync_buffer": "ZeRO-1 gradient partition buffer (beside the full gradients)",
+    "zero2_accumulation_buffer": "ZeRO-2 gradient accumulation: a second partition buffer",
     "zero1_freed_grads": "ZeRO-1: full gradient freed before the step (its partition kept)",
     "zero_step_grads": "ZeRO step's fp64 norm / fp32 gradient copies",
     "zero3_live_params": "ZeRO-3 gathered parameters in flight",
@@ -134,7 +137,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
                   f"[bold]{in_units(top.reserved_bytes, units)}[/]")
     out.print(t)
     if cost.framework is not None:
-        out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the larger phase, not the sum of every term; "
+        out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the largest phase (forward-backward, gradient sync, optimizer step), not the sum of every term; "
                   f"fitted on {cost.framework.fitted_on or 'nothing'}.")
     if layout.pp > 1:
         _print_stages(out, cost, data["pipeline"], units)

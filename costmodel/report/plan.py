@@ -40,6 +40,11 @@ def payload(result, commands: list[str], header: dict, details=None) -> dict:
                         for i, (p, cmd) in enumerate(zip(result.best, commands))]}
 
 
+def _phase_mark(phase: str) -> str:
+    """A verdict's note where the peak is not in forward-backward: ' (step)', ' (sync)'."""
+    return {"optimizer step": " (step)", "gradient sync": " (sync)"}.get(phase, "")
+
+
 def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool, details=None) -> None:
     data = payload(result, commands, header, details)
     if as_json:
@@ -53,7 +58,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
               ">bubble", ">exposed s", "layout")
     for row in data["layouts"]:
         memory = (VERDICTS[row["memory_verdict"]]
-                  + (" (step)" if row["peak_phase"] == "optimizer step" else "")) if "memory_verdict" in row else ""
+                  + _phase_mark(row["peak_phase"])) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
                   f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
                   f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
@@ -66,6 +71,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     rejected = "; ".join(f"{count:,} by {why}" for why, count in result.rejected.items())
     out.print(f"Considered {result.considered:,} layouts: rejected {rejected}; {result.feasible:,} feasible; "
               f"{result.seconds:.2f} s ({result.considered / max(result.seconds, 1e-9):,.0f} layouts/s).")
+    out.print(f"DP/FSDP traffic hidden behind backward or not: {header['data_overlap_source']}")
     if any("step_s_low" in row for row in data["layouts"]):
         out.print("range s: the step time's error range, from the step model's residuals on its training runs "
                   "(`cost4d step` prints its source)")

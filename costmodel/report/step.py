@@ -36,7 +36,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
             "hfu": b.hfu, "placement": cost.point.placement,
-            "precision": b.precision,
+            "precision": b.precision, "fp8_casts": b.fp8_casts if b.precision == "fp8" else None,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
@@ -71,7 +71,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {_s(b.tp_exposed_s)} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {_s(b.p2p_exposed_s)} s exposed")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
-    exposed_note = f"of which exposed ({b.overlap}: {b.overlap_why})" if b.overlap_why else f"of which exposed ({b.overlap})"
+    exposed_note = f"of which exposed ({b.overlap})"
     if timed:
         exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
@@ -104,6 +104,9 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     if cost.point.placement != DEFAULT_PLACEMENT:
         out.print(f"Placement, innermost (fastest level) first: {cost.point.placement}")
+    if b.data_comm_s:
+        out.print(f"DP/FSDP traffic: {'hidden behind backward where it can' if b.overlap == 'overlap' else 'not overlapped'}"
+                  f" ({b.overlap}: {b.overlap_why})")
     out.print(f"Step-model parameters: {literal(hardware.step_model.source)}")
     if cost.framework is not None and cost.framework.time is not None and not timed:
         out.print(f"{literal(cost.framework.name)}'s fitted time is for {cost.framework.time.hardware} (its runs'); "

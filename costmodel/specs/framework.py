@@ -146,7 +146,9 @@ FRAMEWORKS: dict[str, Framework] = {
             description="nanotron: bf16 params, fp32 grad buffer and master weights, ZeRO-0 (DDP) or ZeRO-1, "
             "SP, 1F1B, compute-balanced stages, fp32 loss",
             recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast="copy", p2p_buffers=True,
-            sp_gather_buffer=True,
+            sp_gather_buffer=True, data_overlap="none",
+            data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
+            "(benchmarks/fit_step_nanotron.py: data_factor below)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
             # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak);
             # declared, not fitted (the sweep's reserved memory excludes them): a CUDA 12 context with

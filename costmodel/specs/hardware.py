@@ -204,6 +204,14 @@ class Hardware(Spec):
             raise ValueError("peak_flops.bf16 is required (the default compute dtype)")
         if self.kind == "tpu" and not any(level.kind == "ici" for level in self.network):
             raise ValueError("a TPU needs an 'ici' network level")
+        sm = self.step_model
+        if sm is not None and sm.matmul_shape is not None:  # the measured kernel must take longer than t_0 alone
+            m, n, k = sm.matmul_shape
+            took = 2 * m * n * k / (sm.matmul_efficiency * self.peak_flops.bf16)
+            if took <= sm.matmul_overhead_s:
+                raise ValueError(f"step_model.matmul_shape {m} x {n} x {k} at {sm.matmul_efficiency:g} of peak takes "
+                                 f"{took:.3g} s, not more than matmul_overhead_s = {sm.matmul_overhead_s:g} s: "
+                                 "the measured kernel must be larger")
         return self
 
     def flops(self, dtype: str = "bf16") -> float:

@@ -15,8 +15,9 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     """Collectives one device joins on the data axis in one optimizer step.
 
     ``params`` is this device's share before data-axis sharding, of which ``root_params`` sit outside
-    the ``layers`` blocks (embeddings, final norm, output layer). DDP and ZeRO-1/2 reduce gradients
-    once per step. FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
+    the ``layers`` blocks (embeddings, final norm, output layer). DDP and ZeRO-1 reduce gradients
+    once per step; ZeRO-2, which keeps only its gradient shard, every micro-batch (DeepSpeed's stage 2 reduces
+    in every backward: engine.py L2051-2053; FSDP's SHARD_GRAD_OP likewise). FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
     and gathers for every micro-batch (FSDP2 reshards after each backward): its calls scale by
     grad_accum x m. The root keeps its weights gathered from forward to backward (FSDP2's heuristic
     for the root module, torch 2.13 _fsdp_state.py).
@@ -32,10 +33,11 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
         out = _fsdp_unit("blocks", params - root_params, layers, recipe, fsdp, point.reshard_after_forward)
         out += _fsdp_unit("root: embeddings, norm, output", root_params, 1, recipe, fsdp, False)
         out = times_each(out, point.micro_steps)
-    else:
-        out = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads),
-               Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
-                          gather_dtype_bytes(recipe, zero) * params)]
+    else:  # ZeRO-2 keeps only its shard of the gradient: it reduce-scatters every micro-batch's
+        scatter = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads)]
+        out = (times_each(scatter, point.micro_steps) if zero == 2 else scatter) + [
+            Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
+                       gather_dtype_bytes(recipe, zero) * params)]
     shard = grads / fsdp
     if present(dp):  # HSDP: replicas all-reduce the gradient shard
         out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, shard))
