@@ -371,3 +371,21 @@ def test_a_measured_kernel_smaller_than_the_per_gemm_time_is_refused(tmp_path):
     bad.write_text(text.replace("matmul_shape = [1024, 10240, 5120]", "matmul_shape = [64, 64, 64]"))
     assert_refused(run(["step", "-m", "llama3-8b", "--hardware", str(bad), "--fsdp", "8", "--tokens", "4096"]),
                    "matmul_shape 64 x 64 x 64", "matmul_overhead_s")
+
+
+def test_a_copy_with_another_peak_scales_the_gemm_table(tmp_path):
+    """The GEMM table measured FLOP/s on its own device (matmul_table_peak_flops): a copy of h100-sxm whose bf16
+    peak is edited keeps the table's efficiency by shape, so its matmuls take peak-proportionally longer."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    text = (Path(__file__).resolve().parents[1] / "hardware" / "h100-sxm.toml").read_text()
+    assert "bf16 = 989.4e12" in text
+    slow = tmp_path / "slow.toml"
+    slow.write_text(text.replace("bf16 = 989.4e12", "bf16 = 494.7e12").replace('name = "h100-sxm"', 'name = "slow"'))
+    layout = Layout(tokens=8192, fsdp=8, zero=1)
+    spec, recipe = load_model("llama3-8b"), load_recipe("megatron")
+    fast, half = (evaluate_layout(spec, recipe, layout, load_hardware(h)).step for h in ("h100-sxm", str(slow)))
+    assert half.matmul_efficiency == fast.matmul_efficiency
+    assert half.matmul_s == pytest.approx(2 * fast.matmul_s, rel=1e-12)

@@ -104,6 +104,9 @@ class StepModel(Spec):
     matmul_table: Name | None = field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
+    matmul_table_peak_flops: Annotated[float, field(gt=0, le=1e18)] | None = field(
+        None, description="dense bf16 peak of the device the matmul table was measured on (None: this spec's): a "
+        "spec with another peak keeps the table's efficiency by shape, not its FLOP/s")
     attention_table: Name | None = field(
         None, description="measured flash-attention throughput CSV (kernel,direction,causal,head_dim,seq,tflops), "
         "relative to the hardware folder; without one, attention's matmuls run at the GEMM efficiency")
