@@ -51,7 +51,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
                              f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
-    from costmodel.cost.step import data_overlap_source
+    from costmodel.cost.overlap import data_overlap_source
 
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
               "recipe": rec.name, "framework": profile_name(frame), "precision": precision,
