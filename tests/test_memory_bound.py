@@ -129,3 +129,19 @@ def test_fp8_step_counts_the_casts():
     added = hbm_seconds(hbm_bytes=casts, hbm_bandwidth=h100.hbm.bandwidth_bytes_per_s,
                         efficiency=h100.step_model.hbm_efficiency)
     assert fp8.elementwise_s - bf16.elementwise_s == pytest.approx(added, rel=1e-12)
+
+
+def test_fp8_casts_arrays_equal_numbers():
+    """The planner evaluates SP layouts with TP as an array, TP 1 among them: each element is what the number
+    gives (TP 1 has no SP gather, so its casts are the fused ones)."""
+    import numpy as np
+
+    from costmodel.cost import memory_bound
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.load import load_model
+
+    shape = Shape.of(load_model("llama3-8b"))
+    arrays = memory_bound.fp8_cast_bytes(shape, Point(tp=np.array([1, 2, 4, 8]), sp=True), 2)
+    numbers = [memory_bound.fp8_cast_bytes(shape, Point(tp=t, sp=t > 1), 2) for t in (1, 2, 4, 8)]
+    assert list(arrays) == numbers

@@ -114,6 +114,7 @@ def test_all_gather_and_reduce_scatter_stand_in_for_each_other(tmp_path):
                     str(out)]).code == 0
         checked = run(["validate", str(logs / f"{other}.out"), "--hardware", str(out), "--json"])
         medians[other] = round(json.loads(checked.stdout)["median_abs_error_pct"], 1)
+        assert all("its mirror" in row["calibration"] for row in json.loads(checked.stdout)["rows"])
     assert medians == {"all_gather_ring": 5.3, "reduce_scatter_ring": 2.2}
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
     assert ("fitted on the reduce-scatter log, the all-gather log errs by 5.3% (5.6% from the datasheet); fitted "

@@ -374,7 +374,7 @@ def test_a_measured_kernel_smaller_than_the_per_gemm_time_is_refused(tmp_path):
 
 
 def test_a_copy_with_another_peak_scales_the_gemm_table(tmp_path):
-    """The GEMM table measured FLOP/s on its own device (matmul_table_peak_flops): a copy of h100-sxm whose bf16
+    """The GEMM table measured FLOP/s on its own device (tables_peak_flops): a copy of h100-sxm whose bf16
     peak is edited keeps the table's efficiency by shape, so its matmuls take peak-proportionally longer."""
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.specs.layout import Layout
@@ -389,3 +389,5 @@ def test_a_copy_with_another_peak_scales_the_gemm_table(tmp_path):
     fast, half = (evaluate_layout(spec, recipe, layout, load_hardware(h)).step for h in ("h100-sxm", str(slow)))
     assert half.matmul_efficiency == fast.matmul_efficiency
     assert half.matmul_s == pytest.approx(2 * fast.matmul_s, rel=1e-12)
+    assert half.attention_s == pytest.approx(2 * fast.attention_s, rel=1e-12)  # flash attention's rates too
+    assert [r / 2 for r in fast.attention_rates] == pytest.approx(half.attention_rates, rel=1e-12)

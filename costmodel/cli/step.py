@@ -20,8 +20,8 @@ def step(
     overlap: Annotated[str | None, typer.Option(
         "--data-overlap", metavar="overlap|none", show_default=False, help="overlap: DDP/FSDP traffic hides behind "
         "backward compute; none: it adds. Default: the framework's own (megatron: none, Megatron-core's "
-        "overlap_grad_reduce is off unless asked; deepspeed: none below ZeRO-3, its overlap_comm; torchtitan and "
-        "exact: overlap). A framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
+        "overlap_grad_reduce is off unless asked; deepspeed: none below ZeRO-3, its overlap_comm; nanotron: none, as its "
+        "runs fit; torchtitan and exact: overlap). A framework's fitted time (nanotron on h100-sxm) sets its own: none.")]
     = None,
     tp_overlap: Annotated[str, typer.Option(
         metavar="none|overlap", help="TP collectives: on the critical path (none; Megatron's default) or overlapped "

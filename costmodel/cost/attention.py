@@ -61,7 +61,8 @@ def attention_seconds(shape, point, hardware, kernel: str, *, forward_flops, rer
         from costmodel.measure.attention import attention_rate
 
         path = _table(hardware)
-        fwd, bwd = (attention_rate(path, kernel, d, True, shape.head_dim, seq) for d in ("fwd", "bwd"))
+        scale = hardware.flops("bf16") / (sm.tables_peak_flops or hardware.flops("bf16"))  # its device's rates
+        fwd, bwd = (scale * attention_rate(path, kernel, d, True, shape.head_dim, seq) for d in ("fwd", "bwd"))
     return fs.attention_kernel_seconds(forward_flops=forward_flops, rerun=rerun, masked=CAUSAL_MASKED,
                                        rate_fwd=fwd, rate_bwd=bwd, sustained=sm.sustained_fraction), (fwd, bwd)
 

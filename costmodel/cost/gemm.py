@@ -62,7 +62,7 @@ def _isolated_efficiency(shape, point, hardware, m=None, n=None, name: str = "e_
         from costmodel.measure.matmul import table_efficiency
         from costmodel.specs.load import table_file
 
-        measured_on = sm.matmul_table_peak_flops or hardware.flops("bf16")  # efficiency relative to its own device
+        measured_on = sm.tables_peak_flops or hardware.flops("bf16")  # efficiency relative to its own device
         return table_efficiency(table_file(hardware, sm.matmul_table), m, n, shape.width, measured_on)
     mm, mn, mk = sm.matmul_shape  # one measured kernel: the shape curve through it
     return fs.gemm_shape_efficiency(flops=2 * m * n * shape.width, peak_flops=hardware.flops("bf16"),

@@ -86,19 +86,18 @@ FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER = "forward-backward", "gradient sync", "o
 PHASES = (FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER)
 #: overhead term -> the phases it is allocated in, and whether its size is fitted (reserved, not allocated)
 OVERHEADS = {
-    "ddp_buckets": ((FORWARD_BACKWARD, OPTIMIZER), False),
-    "sp_gather_buffer": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "ddp_buckets": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
+    "sp_gather_buffer": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
-    "wgrad_cache": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "wgrad_cache": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "p2p_buffers": ((FORWARD_BACKWARD,), False),
     "zero1_gather": ((OPTIMIZER,), False),
-    "zero_grad_bucket": ((FORWARD_BACKWARD,), False),
-    "zero3_grad_bucket": ((FORWARD_BACKWARD, OPTIMIZER), False),
+    "zero_grad_bucket": ((FORWARD_BACKWARD, GRAD_SYNC), False),
+    "zero3_grad_bucket": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "zero3_bucket_copy": ((FORWARD_BACKWARD,), False),
     "zero_output_grad": ((FORWARD_BACKWARD,), False),
-    "zero2_partition_overhang": ((FORWARD_BACKWARD, OPTIMIZER), False),
-    "zero_sync_bucket": ((GRAD_SYNC,), False),
+    "zero2_partition_overhang": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "zero1_grad_buffer": ((FORWARD_BACKWARD,), False),
     "zero1_sync_buffer": ((GRAD_SYNC,), False),
     "zero2_accumulation_buffer": ((FORWARD_BACKWARD,), False),
@@ -107,7 +106,7 @@ OVERHEADS = {
     "zero3_live_params": ((FORWARD_BACKWARD,), False),
     "optimizer_temporaries": ((OPTIMIZER,), False),
     "activation_reserve": ((FORWARD_BACKWARD,), True),
-    "reserve": ((FORWARD_BACKWARD, OPTIMIZER), True),
+    "reserve": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), True),
 }
 #: terms whose one flat block is larger than any activation the allocator frees before it: it gets a
 #: segment of its own, which the caching allocator keeps reserved through every later phase

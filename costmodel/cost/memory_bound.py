@@ -67,16 +67,22 @@ def fp8_cast_bytes(shape, point, act_bytes):
     """One layer's fp8 casts under Transformer Engine, per token: each linear layer's input cast (and transposed)
     in forward, rerun by full recomputation, and its output's gradient in backward; the norms before the QKV
     and first MLP matmuls write fp8 themselves (LayerNormLinear). Column-parallel layers take the gathered
-    input (D) and give F / t-wide outputs, row-parallel ones the reverse. Under sequence parallelism the cast
-    and the transpose of a gathered operand run apart: the local D / t is cast, the gathered D transposed. The
-    weights' casts, once per step (cached over micro-batches: is_first_microbatch), are left out. The FFN
+    input (D) and give F / t-wide outputs, row-parallel ones the reverse. Under sequence parallelism (t > 1) the
+    cast and the transpose of a gathered operand run apart: the local D / t is cast, the gathered D transposed.
+    The weights' casts, once per step (cached over micro-batches: is_first_microbatch), are left out. The FFN
     stack and MoE experts: their MLPs."""
-    r = _reruns(point)
     mlp = _fp8_mlp_widths(shape, point)
     if not shape.attention:
-        return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + r) for w, _ in mlp)
-    d, b = shape.width, act_bytes
-    split = point.sp and not (isinstance(point.tp, int) and point.tp == 1)
+        return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + _reruns(point)) for w, _ in mlp)
+    if not point.sp:
+        return _fp8_layer_casts(shape, point, act_bytes, mlp, split=False)
+    return where(above_one(point.tp), _fp8_layer_casts(shape, point, act_bytes, mlp, split=True),
+                 _fp8_layer_casts(shape, point, act_bytes, mlp, split=False))
+
+
+def _fp8_layer_casts(shape, point, act_bytes, mlp, *, split: bool):
+    """fp8_cast_bytes of an attention layer, the SP path (``split``: cast and transpose apart) or not."""
+    d, b, r = shape.width, act_bytes, _reruns(point)
 
     def row_operand(width, gathered):  # a row-parallel layer's input (forward) or output gradient (backward)
         if not split:

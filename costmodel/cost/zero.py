@@ -63,9 +63,9 @@ def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
         buffer = ov.zero_partition_buffer_bytes(partition_elements=partition, overhang_elements=overhang,
                                                 grad_bytes=recipe.grad_bytes)
         hooks = True if point.zero == 2 else overlap_comm(framework, point)  # reduce inside backward
-        doubled = overlap_comm(framework, point)  # overlap_comm keeps two buckets
-        out["zero_grad_bucket"] = where(sharded, where(hooks, bucket * where(doubled, 2, 1), 0), 0)
-        out["zero_sync_bucket"] = where(sharded, where(hooks, 0, bucket), 0)
+        doubled = overlap_comm(framework, point)  # overlap_comm keeps two
+        # allocated at every backward (stage_1_and_2.py L2038-2061) and kept until the reduction's epilogue
+        out["zero_grad_bucket"] = where(sharded, bucket * where(doubled, 2, 1), 0)
     if point.zero == 1:
         out["zero1_grad_buffer"] = where(sharded, where(hooks, buffer, 0), 0)
         out["zero1_sync_buffer"] = where(sharded, where(hooks, 0, buffer), 0)

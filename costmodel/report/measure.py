@@ -20,7 +20,7 @@ def rows_json(rows) -> list[dict]:
              "level": r.level, "assumed": r.assumed, "assumed_algorithm": r.assumed.partition("/")[0],
              "protocol": r.assumed.partition("/")[2] or None, "measured_s": r.measured_s,
              "predicted_s": r.predicted_s, "error_pct": r.error_pct,
-             "nccl_release": r.release.partition(" ")[0] or None} for r in rows]
+             "nccl_release": r.release.partition(" ")[0] or None, "calibration": r.calibration or None} for r in rows]
 
 
 def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
@@ -54,6 +54,8 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     releases = sorted({r.release for r in rows if r.release})
     if releases:
         c.print("NCCL tuner: " + "; ".join(releases))
+    for used in sorted({f"{r.collective}: {r.calibration}" for r in rows if r.calibration}):
+        c.print(f"Calibration: {literal(used)}")
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
         t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS), or "

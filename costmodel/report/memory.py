@@ -30,7 +30,6 @@ OVERHEAD_LABELS = {
     "zero3_bucket_copy": "ZeRO-3 reduce-scatter copy of the bucket",
     "zero_output_grad": "output layer's whole gradient (ZeRO-2/3)",
     "zero2_partition_overhang": "ZeRO-2 gradient buffer: whole parameters past P/N",
-    "zero_sync_bucket": "ZeRO contiguous gradient bucket (reducing after backward)",
     "zero1_grad_buffer": "ZeRO-1 gradient partition buffer (reduced in backward)",
     "zero1_sync_buffer": "ZeRO-1 gradient partition buffer (beside the full gradients)",
     "zero2_accumulation_buffer": "ZeRO-2 gradient accumulation: a second partition buffer",

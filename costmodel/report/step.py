@@ -81,7 +81,9 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     notes = {"matmul_s": f"{gemms} at {b.matmul_efficiency:.1%} of dense peak{experts}",
              "attention_s": f"flash attention ({literal(b.attention_kernel or '')}, causal{documents}) at "
                             + " / ".join(f"{r / 1e12:,.0f}" for r in b.attention_rates or ()) + " TFLOP/s fwd / bwd",
-             "elementwise_s": "norms, RoPE, SwiGLU, residual adds, cross-entropy, ... (HBM, op by op)",
+             "elementwise_s": "norms, RoPE, SwiGLU, residual adds, cross-entropy, ... (HBM, op by op)" + (
+                 {"te": "; Transformer Engine's fp8 casts", "fused": "; fp8 casts fused (--fp8-casts fused)"}[b.fp8_casts]
+                 if b.precision == "fp8" else ""),
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "

@@ -148,7 +148,7 @@ FRAMEWORKS: dict[str, Framework] = {
             recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast="copy", p2p_buffers=True,
             sp_gather_buffer=True, data_overlap="none",
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
-            "(benchmarks/fit_step_nanotron.py: data_factor below)",
+            "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
             # fitted by benchmarks/fit_memory_nanotron.py (median |error| of rank 0's reserved peak);
             # declared, not fitted (the sweep's reserved memory excludes them): a CUDA 12 context with

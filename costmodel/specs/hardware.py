@@ -104,9 +104,9 @@ class StepModel(Spec):
     matmul_table: Name | None = field(
         None, description="measured matmul throughput CSV (device_key,b,m,n,k,dtype,flops_per_s), relative "
         "to the hardware folder")
-    matmul_table_peak_flops: Annotated[float, field(gt=0, le=1e18)] | None = field(
-        None, description="dense bf16 peak of the device the matmul table was measured on (None: this spec's): a "
-        "spec with another peak keeps the table's efficiency by shape, not its FLOP/s")
+    tables_peak_flops: Annotated[float, field(ge=1e12, le=1e18)] | None = field(
+        None, description="dense bf16 peak of the device the measured tables (GEMM, flash attention) were taken on "
+        "(None: this spec's): a spec with another peak keeps the tables' efficiency, not their FLOP/s")
     attention_table: Name | None = field(
         None, description="measured flash-attention throughput CSV (kernel,direction,causal,head_dim,seq,tflops), "
         "relative to the hardware folder; without one, attention's matmuls run at the GEMM efficiency")
@@ -137,6 +137,13 @@ class StepModel(Spec):
     def _kernel_with_table(self) -> "StepModel":
         if (self.attention_table is None) != (self.attention_kernel is None):
             raise ValueError("attention_table and attention_kernel go together")
+        return self
+
+    @model_validator(mode="after")
+    def _peak_with_a_table(self) -> "StepModel":
+        if self.tables_peak_flops is not None and not (self.matmul_table or self.attention_table):
+            raise ValueError("tables_peak_flops is the peak of the device a matmul_table or attention_table was "
+                             "measured on: give one")
         return self
 
     @model_validator(mode="after")
