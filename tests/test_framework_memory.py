@@ -597,3 +597,14 @@ def test_admissible_shard_counts_are_those_the_expert_rules_accept(axes):
     point, shape = Point.of(layout), Shape.of(model)
     assert [at(i) for i in range(count)] == [
         n for n in range(2, 101) if all(rule.ok for rule in expert.checks(shape, replace(point, fsdp=n)))]
+
+
+def test_reserved_and_allocated_peaks_name_their_own_phase():
+    """With little activation a ZeRO-1 run allocates most in the gradient sync, while the fitted reserve on the
+    activations can make forward-backward the reserved peak: each peak names its own phase."""
+    spec, zero = load_model("llama3-8b"), load_recipe("zero")
+    for tokens in (128, 384, 8192):
+        top = evaluate_layout(spec, zero, Layout(fsdp=8, zero=1, tokens=tokens, seq=tokens),
+                              framework=FRAMEWORKS["deepspeed"]).heaviest
+        assert top.phase_bytes(top.peak_phase, fitted=False) == top.peak_bytes
+        assert top.phase_bytes(top.reserved_phase) == top.reserved_bytes

@@ -223,6 +223,13 @@ class StageMemory:
         return max(PHASES, key=lambda phase: self.phase_bytes(phase, fitted=False))
 
     @property
+    def reserved_phase(self) -> str:
+        """The phase whose reserved bytes peak (a single layout): the phase of reserved_bytes."""
+        if not self.overheads:
+            return FORWARD_BACKWARD
+        return max(PHASES, key=lambda phase: self.phase_bytes(phase, fitted=True))
+
+    @property
     def activation_bytes_per_token(self):
         """Saved bytes per micro-batch token, times the micro-batches in flight."""
         return self.stage.activation_bytes_per_token
