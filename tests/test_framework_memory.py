@@ -608,3 +608,19 @@ def test_reserved_and_allocated_peaks_name_their_own_phase():
                               framework=FRAMEWORKS["deepspeed"]).heaviest
         assert top.phase_bytes(top.peak_phase, fitted=False) == top.peak_bytes
         assert top.phase_bytes(top.reserved_phase) == top.reserved_bytes
+
+
+def test_solve_fsdp_says_the_layout_it_solved_for():
+    """solve fsdp names the layout N is solved for (ZeRO stage, the other axes, accumulation, tokens), text and JSON."""
+    import json
+
+    from hostile import run
+
+    args = ["solve", "fsdp", "--model", "llama3-8b", "--limit", "80GB", "--tp", "2", "--sp", "--tokens", "8192",
+            "--framework", "deepspeed", "--zero", "2", "--grad-accum", "4"]
+    text = run(args)
+    assert text.code == 0 and text.stdout.startswith(
+        "Layout: N_FSDP shards at ZeRO-2, tp=2, sp, 4 accumulation steps; 8,192 tokens per micro-batch")
+    layout = json.loads(run(args + ["--json"]).stdout)["layout"]
+    assert (layout["zero"], layout["tp"], layout["grad_accum"], layout["tokens"]) == (2, 2, 4, 8192)
+    assert "fsdp" not in layout

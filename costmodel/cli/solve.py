@@ -83,9 +83,15 @@ def solve_fsdp_cmd(
                "bisection on the framework's peak" if answer.searched else "a + b/N"),
                "n_fsdp": answer.n_fsdp, "threshold": answer.threshold,
                "limit_bytes": number(limit_bytes), "limit_source": source,
-               "replicated_bytes": number(answer.replicated_bytes), "sharded_bytes": number(answer.sharded_bytes)}
+               "replicated_bytes": number(answer.replicated_bytes), "sharded_bytes": number(answer.sharded_bytes),
+               "layout": layout.model_dump(exclude={"fsdp"})}  # N_FSDP is the answer
     if emitted_json(payload, sym, as_json):
         return
+    from costmodel.report.common import layout_text
+
+    others = layout_text(layout.model_copy(update={"fsdp": 1}))  # N is the unknown
+    say(f"Layout: N_FSDP shards at ZeRO-{layout.zero}" + ("" if others == "one device" else f", {others}")
+        + (f"; {layout.tokens:,} tokens per micro-batch" if layout.tokens else "; no activations (--tokens 0)"))
     if sym:
         say(f"M(N) = {sym['memory']}\nM(N) < M_max  <=>  N > {sym['n_bound']}\n")
     if answer.searched:
