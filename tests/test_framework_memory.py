@@ -624,3 +624,25 @@ def test_solve_fsdp_says_the_layout_it_solved_for():
     layout = json.loads(run(args + ["--json"]).stdout)["layout"]
     assert (layout["zero"], layout["tp"], layout["grad_accum"], layout["tokens"]) == (2, 2, 4, 8192)
     assert "fsdp" not in layout
+
+
+def test_held_elements_checks_only_ranks_that_start_a_parameter():
+    """held_elements looks only at the ranks whose partition holds a parameter's start (a rank inside one parameter
+    holds no more than the rank holding its start): equal to every rank's count, on random flat groups."""
+    import bisect
+    import random
+
+    from costmodel.parallel.data.partition import held_elements
+
+    def every_rank(sizes, n):
+        ends = np.cumsum(sizes).tolist()
+        starts = [e - z for e, z in zip(ends, sizes)]
+        part = -(-ends[-1] // n)
+        return max(ends[bisect.bisect_left(starts, min((r + 1) * part, ends[-1])) - 1]
+                   - starts[bisect.bisect_right(ends, r * part)] for r in range(n) if r * part < ends[-1])
+
+    rng = random.Random(7)
+    for _ in range(300):
+        sizes = [rng.choice([1, 3, 64, 1000, 4096]) * rng.randint(1, 9) for _ in range(rng.randint(1, 40))]
+        n = rng.randint(1, 3 * len(sizes) + 50)
+        assert held_elements(sizes, n) == every_rank(sizes, n), (sizes, n)

@@ -38,7 +38,9 @@ def held_elements(sizes: list[int], shards: int) -> int:
     starts = [end - size for end, size in zip(ends, sizes)]
     total, part = ends[-1], -(-ends[-1] // shards)
     best = 0
-    for rank in range(shards):
+    # a rank whose partition holds no parameter's start lies inside one parameter, which the rank holding that
+    # parameter's start holds too: only those ranks (one per parameter at most) can be the busiest
+    for rank in sorted({start // part for start in starts}):
         lo, hi = rank * part, min((rank + 1) * part, total)
         if lo >= hi:
             break
