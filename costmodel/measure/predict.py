@@ -28,6 +28,7 @@ class Predictor:
     level: str
     algorithm: str
     calibrated: bool
+    calibration: str = ""  # the fit that prices it, in words (network.calibration_used; a mirror's says so)
 
     def at(self, buffer_bytes: float, gpus_per_thread: int | None = None) -> Prediction:
         """The time of one buffer; a measurement whose thread drove G GPUs takes at least G launches."""
@@ -59,9 +60,10 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
     where_ = Placement("measured", nodes * gpus_per_node, gpus_per_node, nodes)
     cost = network.link_cost(hardware, collective, where_, algorithm)
     calibrated = network.calibrated(hardware, collective, where_, algorithm)
+    label = network.calibration_used(hardware, collective, where_, algorithm) if calibrated else ""
     if nodes == 1:
-        return Predictor(cost, fast.name, formula, calibrated)
-    return Predictor(cost, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated)
+        return Predictor(cost, fast.name, formula, calibrated, label)
+    return Predictor(cost, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated, label)
 
 
 def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, nodes: int,

@@ -82,20 +82,11 @@ def compare(documents: list[dict], hardware, placement: str = "out-of-place") ->
             device, said = as_run(hardware, release)
             model = predictor(device, collective=collective, algorithm=algorithm, nodes=env["nodes"],
                               gpus_per_node=env["gpus_per_node"])
-            priced[key] = model, said, fit_used(device, collective, algorithm, env) if model.calibrated else ""
+            priced[key] = model, said, model.calibration
         p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
                         p.seconds, p.level, p.algorithm, priced[key][1] if "/" in p.algorithm else "", priced[key][2]))
     return rows
-
-
-def fit_used(hardware, collective: str, algorithm: str, env: dict) -> str:
-    """The calibration that prices a measured group, in words (network.calibration_used: a mirror's says so)."""
-    from costmodel.cost.network import calibration_used
-    from costmodel.cost.placement import Placement
-
-    where_ = Placement("measured", env["nodes"] * env["gpus_per_node"], env["gpus_per_node"], env["nodes"])
-    return calibration_used(hardware, collective, where_, algorithm)
 
 
 def median_abs_error(rows: list[Row], min_bytes: int = MIB) -> float | None:
