@@ -70,7 +70,7 @@ def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
         out["zero1_grad_buffer"] = where(sharded, where(hooks, buffer, 0), 0)
         out["zero1_sync_buffer"] = where(sharded, where(hooks, 0, buffer), 0)
         out["zero1_freed_grads"] = where(sharded, ov.zero1_freed_grad_bytes(
-            params=st.params, partition_elements=partition, overhang_elements=overhang, grad_bytes=recipe.grad_bytes), 0)
+            buffer_bytes=buffer, params=st.params, grad_bytes=recipe.grad_bytes), 0)
     if point.zero >= 3:
         out["zero3_grad_bucket"] = where(sharded, bucket, 0)
         out["zero3_bucket_copy"] = where(sharded, bucket, 0)

@@ -165,12 +165,12 @@ def zero_partition_buffer_bytes(*, partition_elements, overhang_elements, grad_b
     return grad_bytes * (partition_elements + overhang_elements)
 
 
-def zero1_freed_grad_bytes(*, params, partition_elements, overhang_elements, grad_bytes):
+def zero1_freed_grad_bytes(*, buffer_bytes, params, grad_bytes):
     """DeepSpeed ZeRO-1 frees the full gradient before the step: what the step holds of it is the rank's
-    contiguous buffer, b_g (P / N + overhang), not b_g P. The epilogue sets every .grad to None
+    contiguous buffer (:func:`zero_partition_buffer_bytes`), not b_g P. The epilogue sets every .grad to None
     (zero_grad(set_to_none=True), stage_1_and_2.py L807) once averaged_gradients views the buffer
-    (L783-790); a negative term: b_g (P / N + overhang - P)."""
-    return grad_bytes * (partition_elements + overhang_elements - params)
+    (L783-790); a negative term: buffer - b_g P."""
+    return buffer_bytes - grad_bytes * params
 
 
 def zero_step_grad_bytes(*, elements, largest_param, grad_bytes):
