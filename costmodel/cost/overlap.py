@@ -3,7 +3,6 @@ source named), else overlap, what most frameworks do."""
 
 from __future__ import annotations
 
-from costmodel.mathops import family
 
 
 def data_overlap(framework, point, chosen: str | None):
@@ -13,7 +12,7 @@ def data_overlap(framework, point, chosen: str | None):
     if chosen is not None:
         return chosen, "--data-overlap"
     why = data_overlap_source(framework)
-    if framework is None or framework.exact or family(point.pp, point.tokens) == "sympy":
+    if framework is None or framework.exact:  # symbolic costs run the exact accounting only
         return "overlap", why
     if framework.data_overlap is not None:
         return framework.data_overlap, why

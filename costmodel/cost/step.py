@@ -245,9 +245,9 @@ def _overlap_name(overlap) -> str:
     """--data-overlap's word for a choice (a plan's mask of choices: 'by layout')."""
     if isinstance(overlap, str):
         return overlap
-    if isinstance(overlap, bool) or type(overlap).__name__ == "bool_":
-        return "overlap" if overlap else "none"
-    return "by layout"
+    if getattr(overlap, "ndim", 0):  # one choice per layout
+        return "by layout"
+    return "overlap" if overlap else "none"
 
 
 def host_floor(ft, hardware, point, layers):
