@@ -4,7 +4,6 @@ source named), else overlap, what most frameworks do."""
 from __future__ import annotations
 
 
-
 def data_overlap(framework, point, chosen: str | None):
     """(hidden, why): whether the DP/FSDP traffic hides behind backward, and whose word that is. ``chosen``
     (--data-overlap) wins; else the framework's default (a bool, or for DeepSpeed a mask over a plan's pipeline
