@@ -177,10 +177,22 @@ def fsdp2_step(spec, batch, seq, *, reshard_after_forward):
     return training_step(model, x)
 
 
-def tp_step(spec, batch, seq, *, sp):
+class Checkpointed(torch.nn.Module):
+    """A block whose forward torch.utils.checkpoint reruns in backward (reentrant or not)."""
+
+    def __init__(self, block, reentrant: bool):
+        super().__init__()
+        self.block, self.reentrant = block, reentrant
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
+
+
+def tp_step(spec, batch, seq, *, sp, checkpoint=None):
     """Megatron split of each block (up column-wise, down row-wise), bf16 parameters and input.
 
     With sequence parallelism the block input and output are sharded on the sequence dim (1).
+    ``checkpoint`` "reentrant" / "non-reentrant": every block recomputed in backward (full recomputation).
     """
     world, rank = dist.get_world_size(), dist.get_rank()
     mesh = init_device_mesh("cpu", (world,))
@@ -191,6 +203,8 @@ def tp_step(spec, batch, seq, *, sp):
         plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
     for block in model:
         parallelize_module(block, mesh, plan)
+    if checkpoint is not None:
+        model = torch.nn.Sequential(*(Checkpointed(block, checkpoint == "reentrant") for block in model))
     x = torch.randn(batch, seq, spec.d_model, dtype=torch.bfloat16)
     if sp:
         x = x.chunk(world, dim=1)[rank].contiguous()
@@ -206,6 +220,10 @@ CASES = {
     "tp-no-input-grad": (tp_step, False, {"sp": False}),
     "sp-input-grad": (tp_step, True, {"sp": True}),
     "sp-no-input-grad": (tp_step, False, {"sp": True}),
+    "tp-recompute": (tp_step, True, {"sp": False, "checkpoint": "reentrant"}),
+    "sp-recompute": (tp_step, True, {"sp": True, "checkpoint": "reentrant"}),
+    "tp-recompute-non-reentrant": (tp_step, False, {"sp": False, "checkpoint": "non-reentrant"}),
+    "sp-recompute-non-reentrant": (tp_step, True, {"sp": True, "checkpoint": "non-reentrant"}),
 }
 
 

@@ -83,6 +83,28 @@ def test_tensor_parallel_moves_4BD_per_layer_each_way(sp):
     assert _sent(cs, phase="backward") == pytest.approx((Y - 1) / Y * (4 * B * D * L - skipped), rel=1e-15)
 
 
+@pytest.mark.parametrize("sp", [False, True])
+@pytest.mark.parametrize("checkpoint", ["reentrant", "non-reentrant"])
+@pytest.mark.parametrize("recompute, K, regions", [("full", 1, L), ("every", 4, 32), ("every", 5, 26)])
+def test_recomputation_reruns_the_forward_tp_collectives(sp, checkpoint, recompute, K, regions):
+    """Each recomputed block reruns its forward in backward, and with it its forward collectives: the
+    reduction of its row-parallel output (2BD; all-reduce, SP reduce-scatter) and, with SP, the
+    all-gather of its input. torch's non-reentrant checkpoint stops before a region's last output is
+    reduced. 'every' K recomputes ceil(L / K) blocks (126 / 5 -> 26), each its own region. Torch
+    issues the same calls (tests/test_torch_distributed.py, *-recompute cases)."""
+    B, Y = 4096, 4
+    plain = step_collectives(XXL, CS336, Layout(tp=Y, sp=sp, tokens=B))
+    cs = step_collectives(XXL, CS336, Layout(tp=Y, sp=sp, tokens=B, recompute=recompute, recompute_layers=K,
+                                             checkpoint=checkpoint))
+    rerun = [(c.op, c.calls, c.buffer_bytes) for c in cs if "recomputed" in c.purpose]
+    assert all(c.phase == "backward" for c in cs if "recomputed" in c.purpose)
+    reduced = regions - (regions if checkpoint == "non-reentrant" else 0)
+    expected = [("all-gather", regions, 2 * B * D)] if sp else []
+    expected += [("reduce-scatter" if sp else "all-reduce", reduced, 2 * B * D)] if reduced else []  # no call, no row
+    assert rerun == expected
+    assert [c for c in cs if "recomputed" not in c.purpose] == plain
+
+
 @settings(max_examples=30, deadline=None)
 @given(dp=st.integers(1, 4), fsdp=st.integers(1, 4), tp=st.sampled_from([1, 2, 4]))
 def test_degree_one_axes_send_nothing(dp, fsdp, tp):

@@ -74,6 +74,7 @@ def draw_group(rng: random.Random) -> Group:
     many = dict(microbatches=pipelined or rng.random() < 0.3, grad_accum=rng.random() < 0.4,
                 chunks=schedule == "interleaved" and rng.random() < 0.7,
                 recompute_layers=recompute == "every" and rng.random() < 0.6, torus=rng.random() < 0.5)
+    structure["checkpoint"] = rng.choice(["reentrant", "non-reentrant"])  # how full recomputation reruns (TP too)
     return Group(rng.choice(list(MODELS)), rng.choice(RECIPES), rng.choice(HARDWARE), on, structure, many)
 
 
@@ -215,6 +216,8 @@ def test_three_evaluations_agree_on_ten_thousand_layouts():
     assert {g.model for g in groups} == set(MODELS)
     assert {a for g in groups for a in g.on} == set(DEGREES)
     assert {g.structure["recompute"] for g in groups} == {"none", "selective", "full", "every"}
+    assert {g.structure["checkpoint"] for g in groups if g.structure["recompute"] in ("full", "every")
+            and "tp" in g.on} == {"reentrant", "non-reentrant"}
     assert {g.structure["schedule"] for g in groups if "pp" in g.on} == {"gpipe", "1f1b", "interleaved", "zb-h1"}
     assert {g.structure["zero"] for g in groups} == {0, 1, 2, 3}
     assert {g.structure["cp_kind"] for g in groups if "cp" in g.on} == {"ring", "a2a"}

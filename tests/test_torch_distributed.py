@@ -68,6 +68,18 @@ CASES = [
                  "tensor_comm.py tensor_collectives, sp=False", id="tp-no_input_grad"),
     pytest.param("sp-no-input-grad", False, lambda w: Layout(tp=w, sp=True, tokens=T),
                  "tensor_comm.py tensor_collectives, sp=True", id="tp_sp-no_input_grad"),
+    # full recomputation reruns each block's forward collectives in backward; non-reentrant stops early
+    pytest.param("tp-recompute", True, lambda w: Layout(tp=w, tokens=T, recompute="full"),
+                 "parallel/tensor/collectives.py recompute_collectives, sp=False", id="tp-recompute_full"),
+    pytest.param("sp-recompute", True, lambda w: Layout(tp=w, sp=True, tokens=T, recompute="full"),
+                 "parallel/tensor/collectives.py recompute_collectives, sp=True", id="tp_sp-recompute_full"),
+    pytest.param("tp-recompute-non-reentrant", False,
+                 lambda w: Layout(tp=w, tokens=T, recompute="full", checkpoint="non-reentrant"),
+                 "parallel/tensor/collectives.py recompute_collectives, stops early", id="tp-recompute_non_reentrant"),
+    pytest.param("sp-recompute-non-reentrant", True,
+                 lambda w: Layout(tp=w, sp=True, tokens=T, recompute="full", checkpoint="non-reentrant"),
+                 "parallel/tensor/collectives.py recompute_collectives, sp=True, stops early",
+                 id="tp_sp-recompute_non_reentrant"),
 ]
 
 #: Which measured tensor is nccl-tests' S, and which is the piece one rank owns.

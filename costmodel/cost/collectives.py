@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from costmodel.cost.stage import Stage
+from costmodel.cost.stage import Stage, recomputed_layers
 from costmodel.mathops import where
 from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.parallel.collective import SUBGROUPS, Collective, listed
@@ -23,8 +23,10 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
                            recipe=recipe, point=point)
     if shape.moe:
         out += expert.data_collectives(params=st.expert_params, layers=st.moe_layers, recipe=recipe, point=point)
+    recomputed = recomputed_layers(st.layers, point)
+    recomputed_dense = None if st.dense_layers is None else recomputed_layers(st.dense_layers, point)
     out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
-                              dense_layers=st.dense_layers)
+                              dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
     out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers)
     out += context.collectives(shape, recipe, point, layers=st.layers)
     out += pipeline.collectives(shape, recipe, point)

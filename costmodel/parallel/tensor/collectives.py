@@ -11,24 +11,29 @@ from costmodel.mathops import exact_div, floor_div, maximum
 from costmodel.parallel.collective import Collective, present, times_each
 
 
-def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None) -> list[Collective]:
+def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None, recomputed=0,
+                recomputed_dense=None) -> list[Collective]:
     """TP collectives of one stage per optimizer step (``first``/``last``: 0/1 masks of the stage's role).
 
     Block collectives repeat for every micro-batch (grad_accum x m); the norms' gradient
     all-reduce happens once, before the optimizer step. Of an MoE model's ``layers``, ``dense_layers``
     have a dense MLP; the MoE layers' shared experts are a column/row pair of their own, their routed
-    experts the expert axis's (:func:`costmodel.parallel.expert.collectives`).
+    experts the expert axis's (:func:`costmodel.parallel.expert.collectives`). Of the layers,
+    ``recomputed`` (``recomputed_dense`` of them dense) rerun their forward in backward, collectives
+    included (:func:`recompute_collectives`).
     """
     if not present(point.tp):
         return []
     tokens = exact_div(point.tokens, point.cp)  # one device's share of a micro-batch (before SP)
     act, sp = recipe.activation_bytes, point.sp
-    pairs = 2 * layers if shape.attention else layers  # attention and MLP
-    if dense_layers is not None:  # attention, the dense MLPs, the shared experts
-        pairs = layers + dense_layers + ((layers - dense_layers) if shape.shared_width else 0)
-    outputs = pairs if shape.block == "sequential" else shape.tp_outputs_per_layer * layers  # parallel: dense only
+    pairs, outputs = _pairs(shape, layers, dense_layers)
     out = block_collectives(tokens=tokens, width=shape.width, inputs=pairs, outputs=outputs, tp=point.tp,
                             act_bytes=act, sp=sp, first_input_grad=shape.attention or shape.input_requires_grad)
+    if not (isinstance(recomputed, int) and recomputed == 0):
+        rerun_pairs, rerun_outputs = _pairs(shape, recomputed, recomputed_dense)
+        out += recompute_collectives(tokens=tokens, width=shape.width, inputs=rerun_pairs, outputs=rerun_outputs,
+                                     regions=recomputed, tp=point.tp, act_bytes=act, sp=sp,
+                                     stops_early=point.checkpoint == "non-reentrant")
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
                                ends=point.tp_ends, first=first, last=last)
@@ -41,6 +46,35 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None)
         if not (isinstance(copies, int) and copies == 1):
             out += [replicated_kv_gradient_allreduce(shape, layers=layers, copies=copies,
                                                      grad_bytes=recipe.grad_comm_bytes)]
+    return out
+
+
+def _pairs(shape, layers, dense_layers):
+    """(column/row pairs, row-parallel outputs reduced) of ``layers`` layers, ``dense_layers`` of them
+    with a dense MLP (None: all): attention and MLP in a sequential layer; an MoE layer's attention and
+    shared experts; a parallel block reduces its summed outputs once."""
+    pairs = 2 * layers if shape.attention else layers  # attention and MLP
+    if dense_layers is not None:  # attention, the dense MLPs, the shared experts
+        pairs = layers + dense_layers + ((layers - dense_layers) if shape.shared_width else 0)
+    return pairs, pairs if shape.block == "sequential" else shape.tp_outputs_per_layer * layers  # parallel: dense only
+
+
+def recompute_collectives(*, tokens, width, inputs, outputs, regions, tp, act_bytes, sp: bool,
+                          stops_early: bool) -> list[Collective]:
+    """The forward collectives that recomputation runs again in backward, per micro-batch: each
+    recomputed layer reruns its forward, and with it the row-parallel outputs' reductions (all-reduce;
+    SP: reduce-scatter) and, with SP, the column-parallel inputs' all-gathers (Megatron's
+    ``tensor_parallel.checkpoint`` reruns the layer whole: Korthikanti et al. 2022, arXiv:2205.05198,
+    Sec. 5, full recomputation repeats the forward's communication). Each checkpointed ``region`` that
+    ``stops_early`` (torch.utils.checkpoint with use_reentrant=False) stops once backward's saved tensors
+    exist again, before its last row-parallel output is reduced (tests/test_torch_distributed.py)."""
+    size = act_bytes * tokens * width
+    reduced = outputs - regions if stops_early else outputs
+    out = [Collective("reduce-scatter" if sp else "all-reduce", "tp", "block outputs, recomputed",
+                      "backward", tp, reduced, size)]
+    if sp:
+        out.insert(0, Collective("all-gather", "tp", "sequence-sharded inputs, recomputed", "backward", tp,
+                                 inputs, size))
     return out
 
 
