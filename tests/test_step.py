@@ -391,3 +391,24 @@ def test_a_copy_with_another_peak_scales_the_gemm_table(tmp_path):
     assert half.matmul_s == pytest.approx(2 * fast.matmul_s, rel=1e-12)
     assert half.attention_s == pytest.approx(2 * fast.attention_s, rel=1e-12)  # flash attention's rates too
     assert [r / 2 for r in fast.attention_rates] == pytest.approx(half.attention_rates, rel=1e-12)
+
+
+def test_the_readme_states_the_palm_check():
+    """PaLM 540B on TPU v4 (Chowdhery et al. 2022 Table 3, 46.2% MFU, 57.8% HFU), a held-out check: the README's
+    figures are what the check script computes, and its layout on the command line gives the same MFU."""
+    from typer.testing import CliRunner
+
+    from check_step_palm import MEASURED_HFU, MEASURED_MFU, predicted
+    from costmodel.cli import app
+
+    step = predicted()
+    mfu, hfu = step.mfu_with("full"), step.hfu
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert ("46.2% MFU on 6144 chips" in readme and f"`cost4d step` gives {mfu:.1%} MFU ({mfu / MEASURED_MFU - 1:+.1%})"
+            in readme and f"whose HFU ({hfu:.1%}) counts more rerun work than PaLM's {MEASURED_HFU:.1%}" in readme)
+    assert abs(mfu / MEASURED_MFU - 1) < 0.10  # the issue's bound for a held-out dataset
+    args = ("step --model palm-540b --hardware tpu-v4 --tp 12 --tp-kv replicate --fsdp 256 --dp 2 --zero 3 "
+            "--tokens 8192 --recompute full --recipe megatron --json").split()
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["mfu"] == pytest.approx(mfu, rel=1e-12)
