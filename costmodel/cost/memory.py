@@ -11,7 +11,7 @@ from dataclasses import field
 from costmodel.formulas import memory as mem
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, equals, exact_div, maximum, where
-from costmodel.parallel import data, expert, pipeline
+from costmodel.parallel import data, expert, pipeline, tensor
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
@@ -88,6 +88,7 @@ PHASES = (FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER)
 OVERHEADS = {
     "ddp_buckets": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "sp_gather_buffer": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
+    "pending_reduce_scatters": ((FORWARD_BACKWARD,), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
     "wgrad_cache": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
@@ -136,6 +137,10 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     if framework.sp_gather_buffer and point.sp:
         out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
             tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes), 0)
+    if framework.pending_reduce_scatters and point.sp:
+        _, outputs = tensor.column_row_pairs(shape, st.layers, st.dense_layers)
+        out["pending_reduce_scatters"] = where(above_one(point.tp), where(equals(point.pp, 1), ov.pending_reduce_scatter_bytes(
+            tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes, outputs=outputs), 0), 0)
     if framework.loss_upcast != "none" and shape.attention:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
             vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,

@@ -69,6 +69,23 @@ def sp_gather_buffer_bytes(*, tokens, hidden, act_bytes):
     return act_bytes * tokens * hidden
 
 
+def pending_reduce_scatter_bytes(*, tokens, hidden, act_bytes, outputs):
+    """Reserved memory the row-parallel linears' reduce-scatter inputs hold while the host runs ahead
+    of the GPU: ``outputs`` x b_a T D on the stage (T: a micro-batch's tokens, before SP).
+
+    Under SP each row-parallel linear writes its full-width partial sums (T x D, b_a each) and
+    reduce-scatters them (huggingface/nanotron@67c5ebb6 src/nanotron/parallel/tensor_parallel/functional.py
+    L466-469 and L600, distributed_differentiable_primitives.py L96-119). The caching allocator reuses a
+    block freed by the host only once the stream work recorded on it is done; a host that enqueues the
+    forward ahead of the GPU therefore reserves a new one for every layer. nanotron without a pipeline never
+    waits for the GPU inside a step (with one, each receive reads its metadata on the host:
+    parallel/pipeline_parallel/p2p.py L348-391, ``.tolist()``), so every layer's are reserved at once:
+    ``outputs`` = the stage's row-parallel linears (2 per sequential layer). A derived size, not fitted:
+    with it, the sweep's residuals of the reserved peak at pp = 1 no longer grow with TP
+    (benchmarks/fit_memory_nanotron.py)."""
+    return outputs * act_bytes * tokens * hidden
+
+
 def activation_reserve_bytes(*, activation_bytes, factor):
     """Reserved memory beyond the saved activations: (a - 1) A, a fitted to measured peaks.
 

@@ -20,6 +20,7 @@ COMPONENT_LABELS = {
 OVERHEAD_LABELS = {
     "ddp_buckets": "DDP gradient buckets",
     "sp_gather_buffer": "SP all-gather buffer",
+    "pending_reduce_scatters": "reduce-scatter inputs the host ran ahead of",
     "loss_upcast": "logits cast to fp32 for the loss",
     "wgrad_cache": "TE's cached weight-gradient buffers",
     "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from costmodel.mathops import ceil_div, divides, exact_div
 from costmodel.parallel.collective import Rule
-from costmodel.parallel.tensor.collectives import collectives
+from costmodel.parallel.tensor.collectives import collectives, column_row_pairs
 from costmodel.parallel.tensor.params import (block_params_per_device, block_vector_params_per_device,
                                               stage_params_per_device, vocab_rows_per_device)
 
@@ -57,4 +57,5 @@ def checks(shape, point) -> list[Rule]:
 
 
 __all__ = ["NAME", "as_held", "block_params_per_device", "block_vector_params_per_device", "checks", "collectives",
+           "column_row_pairs",
            "kv_heads_per_rank", "stage_params_per_device", "vocab_rows_per_device"]

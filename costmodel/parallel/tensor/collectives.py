@@ -26,11 +26,11 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None,
         return []
     tokens = exact_div(point.tokens, point.cp)  # one device's share of a micro-batch (before SP)
     act, sp = recipe.activation_bytes, point.sp
-    pairs, outputs = _pairs(shape, layers, dense_layers)
+    pairs, outputs = column_row_pairs(shape, layers, dense_layers)
     out = block_collectives(tokens=tokens, width=shape.width, inputs=pairs, outputs=outputs, tp=point.tp,
                             act_bytes=act, sp=sp, first_input_grad=shape.attention or shape.input_requires_grad)
     if not (isinstance(recomputed, int) and recomputed == 0):
-        rerun_pairs, rerun_outputs = _pairs(shape, recomputed, recomputed_dense)
+        rerun_pairs, rerun_outputs = column_row_pairs(shape, recomputed, recomputed_dense)
         out += recompute_collectives(tokens=tokens, width=shape.width, inputs=rerun_pairs, outputs=rerun_outputs,
                                      regions=recomputed, tp=point.tp, act_bytes=act, sp=sp,
                                      stops_early=point.checkpoint == "non-reentrant")
@@ -49,7 +49,7 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None,
     return out
 
 
-def _pairs(shape, layers, dense_layers):
+def column_row_pairs(shape, layers, dense_layers=None):
     """(column/row pairs, row-parallel outputs reduced) of ``layers`` layers, ``dense_layers`` of them
     with a dense MLP (None: all): attention and MLP in a sequential layer; an MoE layer's attention and
     shared experts; a parallel block reduces its summed outputs once."""
