@@ -159,6 +159,23 @@ def test_pending_reduce_scatters_hold_every_row_parallel_output_without_a_pipeli
         held = cost_of(tokens=tokens, **layout)
         assert all(s.overheads.get("pending_reduce_scatters", 0) == 0 for s in held.stages)
 
+
+@pytest.mark.parametrize("layout, rows", [
+    (dict(fsdp=8, zero=1), [("all-reduce", "fsdp", 4), ("all-gather", "fsdp", 2)]),  # whole fp32 buffer; bf16 params
+    (dict(dp=8), [("all-reduce", "data", 4)]),  # DDP's hook reduces the fp32 accumulator's buckets
+])
+def test_nanotron_reduces_its_fp32_gradient_buffers(layout, rows):
+    """accumulate_grad_in_fp32: the DDP hook (gradient_accumulator.py L322-382) and the ZeRO-1 sync
+    (trainer.py L526-533, reduce_scatter=False: 'too memory hungry, instead we run all_reduce') reduce the
+    fp32 buffers, 4 B per parameter; ZeRO-1 then all-gathers the updated bf16 parameters (zero.py L217-245).
+    The exact profile keeps the recipe's bf16 reduce-scatter."""
+    cost = cost_of(tokens=4096, **layout)
+    params = cost.heaviest.stage.params
+    assert [(c.op, c.axis, c.buffer_bytes) for c in cost.collectives] == [(op, axis, b * params) for op, axis, b in rows]
+    exact = cost_of(FRAMEWORKS["exact"], tokens=4096, **layout)
+    assert [c.op for c in exact.collectives][0] == ("reduce-scatter" if "fsdp" in layout else "all-reduce")
+    assert exact.collectives[0].buffer_bytes == 2 * params
+
 # ---- the terms measured in PyTorch on CPU ----------------------------------------------------
 
 def test_loss_upcast_transient_measured():

@@ -77,7 +77,8 @@ def comm(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE",
                                           help="Device name (see `cost4d hardware`) or a spec file.")],
-    recipe: o.RecipeOpt = "cs336",
+    recipe: o.RecipeOpt = None,
+    framework: o.FrameworkOpt = "exact",
     units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
     symbolic: o.SymbolicOpt = False,
@@ -86,14 +87,19 @@ def comm(
 ) -> None:
     """Bytes each device sends per step in each collective, its level and time (calibrated where the spec is).
 
+    With --framework, the framework's own gradient reduction (nanotron: its fp32 buffers, all-reduced at ZeRO-1).
+
     Example: cost4d comm --model xxl --hardware tpu-v5p --fsdp 16 --tp 4 --mx 2 --tokens 4096
     """
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.calc import comm as report
-    from costmodel.specs.load import load_hardware, load_model, load_recipe
+    from costmodel.specs.load import load_hardware, load_run
 
-    spec, rec, device = load_model(model), load_recipe(recipe), load_hardware(hardware)
-    cost = evaluate_layout(spec, rec, layout, device)
+    frame, spec, rec = load_run(model, recipe, framework)
+    device = load_hardware(hardware)
+    if symbolic and frame is not None:
+        raise CostModelError("--symbolic prints the exact accounting; drop --framework")
+    cost = evaluate_layout(spec, rec, layout, device, framework=frame)
     report(cost, layout, device, units=units, as_json=as_json,
            formula=_formula(spec, rec, layout) if symbolic else None)
 

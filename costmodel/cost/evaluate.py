@@ -98,6 +98,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
     valid = True
+    if framework is not None:  # how the framework reduces gradients (its ZeRO-1 may all-reduce)
+        point = replace(point, zero1_reduce=framework.zero1_reduce)
     if kind == "number":
         checks.check(shape, point, hardware)
     elif kind == "numpy":
@@ -108,7 +110,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
     flops = step_flops(shape, point, attention_reach(shape, point, seq_len))
-    rows = step_collectives(shape, recipe, point, held)
+    rows = step_collectives(shape, comm_recipe(recipe, framework), point, held)
     step = None
     if hardware is not None:
         rows = timed(hardware, point, rows, labels=kind == "number")
@@ -124,6 +126,14 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
+
+
+def comm_recipe(recipe, framework):
+    """The recipe the collectives move: the framework's gradient-reduction dtype where it sets one (its
+    buckets in memory keep the recipe's)."""
+    if framework is None or framework.reduce_dtype is None or framework.reduce_dtype == recipe.grad_comm:
+        return recipe
+    return recipe.model_copy(update={"grad_comm": framework.reduce_dtype})
 
 
 def attention_reach(shape, point, seq_len=None):

@@ -54,6 +54,7 @@ class Point:
     tp_ends: str = "vocab-parallel"
     tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
     reshard_after_forward: bool = True
+    zero1_reduce: str = "reduce-scatter"  # ZeRO-1's gradient reduction (a framework's: nanotron all-reduces)
     moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
     placement: str = DEFAULT_PLACEMENT  # GPUs: the order the axes fill the network, innermost first
     document: int | None = None  # tokens per document when attention is masked to documents (None: the sequence)
@@ -61,7 +62,8 @@ class Point:
     @classmethod
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
-        values = {f.name: getattr(layout, f.name) for f in fields(cls) if f.name not in ("microbatches", "split")}
+        values = {f.name: getattr(layout, f.name) for f in fields(cls)
+                  if f.name not in ("microbatches", "split", "zero1_reduce")}
         return cls(microbatches=layout.m, split=layout.split or "even", **values)
 
     def symbolic(self) -> "Point":

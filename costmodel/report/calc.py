@@ -74,6 +74,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
     calibrations = sorted({r.calibration for r in rows})
     payload = {
         "model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
+        "framework": cost.framework.name if cost.framework is not None else "exact",
         "layout": layout.model_dump(),
         "collectives": [
             {"op": r.collective.op, "axis": r.collective.axis, "purpose": r.collective.purpose,
@@ -98,7 +99,8 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
         for letter, (meaning, value) in formula.legend(*(getattr(c, 'collective', c).bytes_sent
                                                           for c in formula.cost.collectives)).items():
             out.print(f"  {letter} = {number(value):,}" + (f"  ({meaning})" if meaning else ""))
-    t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step ({layout_text(layout)})",
+    by = f", framework {literal(cost.framework.name)}" if cost.framework is not None else ""
+    t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step ({layout_text(layout)}{by})",
               "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "level", ">ms")
     for r in rows:
         c = r.collective

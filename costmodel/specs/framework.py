@@ -61,7 +61,12 @@ class Framework(Spec):
     wgrad_cache: bool = field(False, description="Transformer Engine's cached dummy weight gradients")
     p2p_buffers: bool = field(False, description="pipeline receive buffers (activation and gradient)")
     fsdp_buffers: bool = field(False, description="FSDP2's gathered blocks and reduce-scatter input in flight")
-    reduce_dtype: Literal["fp32", "bf16"] = field("fp32", description="dtype FSDP reduce-scatters gradients in")
+    reduce_dtype: Literal["fp32", "bf16"] | None = field(
+        None, description="dtype the data axis reduces gradients in, FSDP's reduce-scatter input included (None: "
+        "the recipe's grad_comm)")
+    zero1_reduce: Literal["reduce-scatter", "all-reduce"] = field(
+        "reduce-scatter", description="how ZeRO-1 reduces the gradients before its step: reduce-scatter to the "
+        "shards (ZeRO's rule) or all-reduce the whole buffer")
     sp_gather_buffer: bool = field(False, description="a persistent buffer SP gathers layer inputs into")
     pending_reduce_scatters: bool = field(
         False, description="without a pipeline, the host runs a step ahead of the GPU: every row-parallel "
@@ -150,6 +155,9 @@ FRAMEWORKS: dict[str, Framework] = {
             "SP, 1F1B, compute-balanced stages, fp32 loss",
             recipe="megatron", split="compute", ddp_buckets=True, zero1_gather=True, loss_upcast="copy", p2p_buffers=True,
             sp_gather_buffer=True, pending_reduce_scatters=True, data_overlap="none",
+            # accumulate_grad_in_fp32: DDP's hook and the ZeRO-1 sync reduce the fp32 buffers, and ZeRO-1
+            # all-reduces the whole buffer (trainer.py L526-533: "too memory hungry, instead we run all_reduce")
+            reduce_dtype="fp32", zero1_reduce="all-reduce",
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
             "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
@@ -159,8 +167,8 @@ FRAMEWORKS: dict[str, Framework] = {
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime.builtin(
-                hardware="h100-sxm", kernel_factor=1.047, layer_floor_s=0.004391, pipeline_tp_rank_s=0.002079, data_factor=8.079,
-                error_low=-0.884, error_high=0.324,
+                hardware="h100-sxm", kernel_factor=1.04, layer_floor_s=0.004407, pipeline_tp_rank_s=0.002069, data_factor=3.578,
+                error_low=-0.883, error_high=0.313,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 3.9x slower than predicted, are "
                 "left out), on h100-sxm's step model"),

@@ -35,6 +35,9 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
         out = times_each(out, point.micro_steps)
     else:  # ZeRO-2 keeps only its shard of the gradient: it reduce-scatters every micro-batch's
         scatter = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads)]
+        if zero == 1 and point.zero1_reduce == "all-reduce":  # the whole buffer, each rank then steps its shard
+            scatter = [Collective("all-reduce", "fsdp", "gradients (all of them: the framework's ZeRO-1)", "backward",
+                                  fsdp, 1, grads)]
         out = (times_each(scatter, point.micro_steps) if zero == 2 else scatter) + [
             Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
                        gather_dtype_bytes(recipe, zero) * params)]
