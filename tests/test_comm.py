@@ -105,6 +105,24 @@ def test_recomputation_reruns_the_forward_tp_collectives(sp, checkpoint, recompu
     assert [c for c in cs if "recomputed" not in c.purpose] == plain
 
 
+@pytest.mark.parametrize("cp_kind", ["ring", "a2a"])
+@pytest.mark.parametrize("recompute, K, rerun", [("none", 1, 0), ("selective", 1, 0), ("full", 1, 32), ("every", 3, 11)])
+def test_recomputation_reruns_the_forward_cp_collectives(cp_kind, recompute, K, rerun):
+    """A recomputed layer reruns attention's forward, its context-parallel traffic too: each forward CP
+    row again in backward for the recomputed layers (Llama 3 8B, 32 layers; every 3rd: 11), in either
+    checkpoint mode (attention runs before the MLP, where a non-reentrant rerun stops)."""
+    model = load_model("llama3-8b")
+    plain = step_collectives(model, CS336, Layout(cp=4, cp_kind=cp_kind, tokens=32768))
+    for checkpoint in ("reentrant", "non-reentrant"):
+        cs = step_collectives(model, CS336, Layout(cp=4, cp_kind=cp_kind, tokens=32768, recompute=recompute,
+                                                   recompute_layers=K, checkpoint=checkpoint))
+        again = [c for c in cs if c.axis == "cp" and c.purpose.endswith(", recomputed")]
+        forward = [c for c in plain if c.axis == "cp" and c.phase == "forward"]
+        assert [(c.op, c.phase, c.calls, c.buffer_bytes) for c in again] == [
+            (c.op, "backward", c.calls * rerun // 32, c.buffer_bytes) for c in forward if rerun]
+        assert [c for c in cs if c not in again] == plain
+
+
 @settings(max_examples=30, deadline=None)
 @given(dp=st.integers(1, 4), fsdp=st.integers(1, 4), tp=st.sampled_from([1, 2, 4]))
 def test_degree_one_axes_send_nothing(dp, fsdp, tp):

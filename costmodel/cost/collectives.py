@@ -28,7 +28,7 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
                               dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
     out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers)
-    out += context.collectives(shape, recipe, point, layers=st.layers)
+    out += context.collectives(shape, recipe, point, layers=st.layers, recomputed=recomputed)
     out += pipeline.collectives(shape, recipe, point)
     return out
 

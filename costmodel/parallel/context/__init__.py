@@ -9,6 +9,8 @@ in forward and four in backward; each moves (c - 1)/c of the device's tensor.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from costmodel.mathops import divides, exact_div
 from costmodel.parallel import tensor
 from costmodel.parallel.collective import Collective, Rule, present, times_each
@@ -32,31 +34,41 @@ def checks(shape, point) -> list[Rule]:
     return rules
 
 
-def collectives(shape, recipe, point, *, layers) -> list[Collective]:
-    """CP collectives of a stage with ``layers`` layers per step (each device holds tokens / c)."""
+def collectives(shape, recipe, point, *, layers, recomputed=0) -> list[Collective]:
+    """CP collectives of a stage with ``layers`` layers per step (each device holds tokens / c); of them
+    ``recomputed`` layers (full recomputation) rerun their forward's in backward, attention included
+    (torch's non-reentrant checkpoint stops early only after the MLP, past attention)."""
     if not (present(point.cp) and shape.attention):
         return []
+    out = _passes(shape, recipe, point, layers, ("forward", "backward"))
+    if not (isinstance(recomputed, int) and recomputed == 0):
+        out += [replace(c, purpose=f"{c.purpose}, recomputed", phase="backward")
+                for c in _passes(shape, recipe, point, recomputed, ("forward",))]
+    return times_each(out, point.micro_steps)
+
+
+def _passes(shape, recipe, point, layers, phases) -> list[Collective]:
+    """The CP collectives of ``layers`` layers' attention in each of ``phases``."""
     cp, act = point.cp, recipe.activation_bytes
     heads, kv_heads = exact_div(shape.heads, point.tp), tensor.kv_heads_per_rank(shape, point)
     local = exact_div(point.tokens, cp)
     kv_chunk = act * local * kv_heads * (shape.head_dim + shape.value_dim)  # K and V of the local tokens
-    if point.cp_kind == "ring":
-        hops = layers * (cp - 1)
-        out = [Collective("send/recv", "cp", "K, V around the ring", "forward", cp, hops, kv_chunk),
-               Collective("send/recv", "cp", "K, V and dK, dV around the ring", "backward", cp, hops, 2 * kv_chunk)]
-    elif not shape.mla:
-        q_or_out = act * local * heads * shape.head_dim
-        k_or_v = act * local * kv_heads * shape.head_dim
-        out = []
-        for phase in ("forward", "backward"):
+    out = []
+    for phase in phases:
+        if point.cp_kind == "ring":
+            hops = layers * (cp - 1)
+            out += [Collective("send/recv", "cp", "K, V around the ring", "forward", cp, hops, kv_chunk)
+                    if phase == "forward" else
+                    Collective("send/recv", "cp", "K, V and dK, dV around the ring", "backward", cp, hops, 2 * kv_chunk)]
+        elif not shape.mla:
+            q_or_out = act * local * heads * shape.head_dim
+            k_or_v = act * local * kv_heads * shape.head_dim
             out += [Collective("all-to-all", "cp", "Q and the output, sequence <-> heads", phase, cp, 2 * layers,
                                q_or_out),
                     Collective("all-to-all", "cp", "K and V, sequence -> heads", phase, cp, 2 * layers, k_or_v)]
-    else:  # MLA: values and output d_v wide, queries and keys d_h + d_r
-        out = []
-        for phase in ("forward", "backward"):
+        else:  # MLA: values and output d_v wide, queries and keys d_h + d_r
             out += [Collective("all-to-all", "cp", "Q and K, sequence -> heads", phase, cp, 2 * layers,
                                act * local * heads * shape.head_dim),
                     Collective("all-to-all", "cp", "V and the output, sequence <-> heads", phase, cp, 2 * layers,
                                act * local * heads * shape.value_dim)]
-    return times_each(out, point.micro_steps)
+    return out
