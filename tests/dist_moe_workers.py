@@ -43,13 +43,14 @@ from torch_moe import fixed_route, moe_mlp
 
 from costmodel.specs.model import Transformer
 
-LOG = {"phase": "setup", "what": None, "records": []}
+LOG = {"phase": "setup", "what": None, "records": [], "rerun": False}
 
 
 def _logged(fn, op):
     def wrapper(output, input, *args, **kwargs):
         LOG["records"].append({"op": op, "phase": LOG["phase"], "what": LOG["what"], "input_bytes": input.nbytes,
-                               "output_bytes": output.nbytes, "group": dist.get_world_size(kwargs.get("group"))})
+                               "output_bytes": output.nbytes, "group": dist.get_world_size(kwargs.get("group")),
+                               "rerun": LOG["rerun"]})
         return fn(output, input, *args, **kwargs)
     return wrapper
 
@@ -155,17 +156,32 @@ def run_case(case, spec, batch, seq):
     out.float().sum().backward()
     dist.barrier()
 
-    LOG["records"] = []
-    LOG["phase"] = "forward"
-    x = h
-    for layer, norm in zip(layers, norms):
-        x = x + layer(rms_norm(x, norm), route)
-    LOG["phase"] = "backward"
-    x.float().sum().backward()
-    LOG["phase"] = "setup"
-    result["records"], LOG["records"] = LOG["records"], []
-    dist.barrier()
+    for checkpoint in (None, "reentrant", "non-reentrant"):  # without recomputation, then each rerun mode
+        LOG["records"] = []
+        LOG["phase"] = "forward"
+        x = h
+        for layer, norm in zip(layers, norms):
+            x = x + _block(layer, norm, route, x, checkpoint)
+        LOG["phase"] = "backward"
+        x.float().sum().backward()
+        LOG["phase"] = "setup"
+        result["records" if checkpoint is None else f"records-{checkpoint}"], LOG["records"] = LOG["records"], []
+        dist.barrier()
     return result
+
+
+def _block(layer, norm, route, x, checkpoint):
+    """One MoE block, its forward recomputed in backward under ``checkpoint`` (torch.utils.checkpoint); what a
+    rerun sends is marked ``rerun``."""
+    def run(y):
+        LOG["rerun"] = LOG["phase"] == "backward"
+        try:
+            return layer(rms_norm(y, norm), route)
+        finally:
+            LOG["rerun"] = False
+    if checkpoint is None:
+        return run(x)
+    return torch.utils.checkpoint.checkpoint(run, x, use_reentrant=checkpoint == "reentrant")
 
 
 def main(out_dir, store, spec_json, batch, seq):

@@ -296,7 +296,8 @@ def measured_ep_rows(records):
     for r in records:
         what = "counts" if r["op"] == "all-gather" else r["what"]
         purpose = ("tokens per expert (int64 counts, before dispatch)" if what == "counts"
-                   else PURPOSE[(r["phase"], what)])
+                   else PURPOSE[("forward" if r.get("rerun") else r["phase"], what)])
+        purpose += ", recomputed" if r.get("rerun") else ""  # a recomputed forward's, sent during backward
         size = r["output_bytes"] if r["op"] == "all-gather" else max(r["input_bytes"], r["output_bytes"])
         row = out.setdefault((r["op"], r["phase"], purpose), {"calls": 0, "bytes": set(), "group": set()})
         row["calls"] += 1
@@ -305,9 +306,10 @@ def measured_ep_rows(records):
     return out
 
 
-def predicted_ep_rows(world, case):
+def predicted_ep_rows(world, case, **recompute):
+    layout = ep_layout(world, case).model_copy(update=recompute)
     rows = [(c.op, c.phase, c.purpose, c.calls, c.buffer_bytes, c.group)
-            for c in evaluate_layout(DIST_SPEC, RECIPES["cs336"], ep_layout(world, case)).collectives if c.axis == "ep"]
+            for c in evaluate_layout(DIST_SPEC, RECIPES["cs336"], layout).collectives if c.axis == "ep"]
     return {(op, phase, purpose): {"calls": calls, "bytes": {size}, "group": {group}}
             for op, phase, purpose, calls, size, group in rows}
 
@@ -326,6 +328,19 @@ def test_ep_collectives_match_torch(ep_measured, case):
     world, ranks = ep_measured
     for rank in busiest(world, case):
         assert measured_ep_rows(ranks[rank][case]["records"]) == predicted_ep_rows(world, case), f"rank {rank}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("checkpoint", ["reentrant", "non-reentrant"])
+@pytest.mark.parametrize("case", EP_CASES)
+def test_recomputed_ep_collectives_match_torch(ep_measured, case, checkpoint):
+    """Each MoE block under torch.utils.checkpoint: its forward's all-gather and three all-to-alls run again in
+    backward. Non-reentrant too: the shared experts run after the combine and save what they read, so the
+    recomputation reaches past it."""
+    world, ranks = ep_measured
+    for rank in busiest(world, case):
+        assert measured_ep_rows(ranks[rank][case][f"records-{checkpoint}"]) == predicted_ep_rows(
+            world, case, recompute="full", checkpoint=checkpoint), f"rank {rank}"
 
 
 @pytest.mark.slow

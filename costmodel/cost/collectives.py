@@ -27,7 +27,8 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     recomputed_dense = None if st.dense_layers is None else recomputed_layers(st.dense_layers, point)
     out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
                               dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
-    out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers)
+    out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers,
+                              recomputed=recomputed - (0 if recomputed_dense is None else recomputed_dense))
     out += context.collectives(shape, recipe, point, layers=st.layers, recomputed=recomputed)
     out += pipeline.collectives(shape, recipe, point)
     return out

@@ -105,8 +105,20 @@ def dispatched_tokens(shape, point):
     return local * shape.top_k * routed_factor(shape, point)
 
 
-def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
-    """EP traffic of a stage with ``moe_layers`` MoE layers per step.
+def collectives(shape, recipe, point, *, moe_layers, recomputed=0) -> list[Collective]:
+    """EP traffic of a stage with ``moe_layers`` MoE layers per step, of which ``recomputed`` (full
+    recomputation) rerun their forward's in backward: every forward row again."""
+    if not shape.moe:
+        return []
+    out = _layer_rows(shape, recipe, point, moe_layers)
+    if not (isinstance(recomputed, int) and recomputed == 0):
+        out += [replace(c, purpose=f"{c.purpose}, recomputed", phase="backward")
+                for c in _layer_rows(shape, recipe, point, recomputed) if c.phase == "forward"]
+    return times_each(out, point.micro_steps)
+
+
+def _layer_rows(shape, recipe, point, moe_layers) -> list[Collective]:
+    """EP traffic of ``moe_layers`` MoE layers for one micro-batch.
 
     Per MoE layer and micro-batch: an all-to-all sends each token copy to its expert (dispatch) and
     one brings the outputs back (combine); backward mirrors both with the gradients. S = b_a x token
@@ -118,8 +130,6 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
     Source: Lepikhin et al. 2020, arXiv:2006.16668 (GShard: dispatch and combine all-to-alls);
     Megatron-core megatron/core/transformer/moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher).
     """
-    if not shape.moe:
-        return []
     act = recipe.activation_bytes
     copies = dispatched_tokens(shape, point)
     size = act * copies * shape.width
@@ -144,7 +154,7 @@ def collectives(shape, recipe, point, *, moe_layers) -> list[Collective]:
                 Collective("all-gather", "etp", "expert output gradients", "backward", etp, moe_layers, gathered),
                 Collective("reduce-scatter", "etp", "routed token gradients", "backward", etp, moe_layers,
                            gathered)]
-    return times_each(out, point.micro_steps)
+    return out
 
 
 def data_collectives(*, params, layers, recipe, point) -> list[Collective]:
