@@ -72,7 +72,7 @@ def flops(
 
 @with_layout("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "reshard", "mx", "my", "schedule",
              "microbatches", "chunks", "cp_kind", "hsdp_group", "grad_accum", "tp_ends", "split", "tp_kv", "ep", "etp", "moe_imbalance",
-             "placement", "recompute", "checkpoint")  # full recomputation reruns the forward's TP collectives
+             "placement", "recompute", "checkpoint")  # full recomputation reruns the forward's TP, CP and EP traffic
 def comm(
     model: o.ModelOpt,
     hardware: Annotated[str, typer.Option(metavar="NAME|FILE",

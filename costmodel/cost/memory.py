@@ -139,8 +139,9 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
             tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes), 0)
     if framework.pending_reduce_scatters and point.sp:
         _, outputs = tensor.column_row_pairs(shape, st.layers, st.dense_layers)
-        out["pending_reduce_scatters"] = where(above_one(point.tp), where(equals(point.pp, 1), ov.pending_reduce_scatter_bytes(
-            tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes, outputs=outputs), 0), 0)
+        held = ov.pending_reduce_scatter_bytes(tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes,
+                                               outputs=outputs)
+        out["pending_reduce_scatters"] = where(above_one(point.tp), where(equals(point.pp, 1), held, 0), 0)
     if framework.loss_upcast != "none" and shape.attention:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
             vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,

@@ -100,7 +100,8 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
                                                           for c in formula.cost.collectives)).items():
             out.print(f"  {letter} = {number(value):,}" + (f"  ({meaning})" if meaning else ""))
     by = f", framework {literal(cost.framework.name)}" if cost.framework is not None else ""
-    t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step ({layout_text(layout)}{by})",
+    t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step "
+              f"({layout_text(layout)}{by})",
               "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "level", ">ms")
     for r in rows:
         c = r.collective

@@ -97,8 +97,8 @@ def frameworks(as_json: bool) -> None:
         return
     rows = [f.model_dump() for f in FRAMEWORKS.values()]
     t = table("Framework profiles (--framework)", "name", "recipe", "split", "terms", "fitted", "source")
-    terms = ("ddp_buckets", "zero1_gather", "zero_buffers", "sp_gather_buffer", "pending_reduce_scatters", "wgrad_cache", "fsdp_buffers",
-             "p2p_buffers")
+    terms = ("ddp_buckets", "zero1_gather", "zero_buffers", "sp_gather_buffer", "pending_reduce_scatters", "wgrad_cache",
+             "fsdp_buffers", "p2p_buffers")
     for f in rows:
         named = [k for k in terms if f[k]]
         named += [f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []

@@ -167,7 +167,8 @@ FRAMEWORKS: dict[str, Framework] = {
             **_FITTED, **_OUTSIDE,
             # fitted by benchmarks/fit_step_nanotron.py (robust log error of the step time)
             time=FrameworkTime.builtin(
-                hardware="h100-sxm", kernel_factor=1.04, layer_floor_s=0.004407, pipeline_tp_rank_s=0.002069, data_factor=3.578,
+                hardware="h100-sxm", kernel_factor=1.04, layer_floor_s=0.004407, pipeline_tp_rank_s=0.002069,
+                data_factor=3.578,
                 error_low=-0.883, error_high=0.313,
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 3.9x slower than predicted, are "

@@ -57,9 +57,9 @@ def _passes(shape, recipe, point, layers, phases) -> list[Collective]:
     for phase in phases:
         if point.cp_kind == "ring":
             hops = layers * (cp - 1)
-            out += [Collective("send/recv", "cp", "K, V around the ring", "forward", cp, hops, kv_chunk)
-                    if phase == "forward" else
-                    Collective("send/recv", "cp", "K, V and dK, dV around the ring", "backward", cp, hops, 2 * kv_chunk)]
+            forward = phase == "forward"
+            out += [Collective("send/recv", "cp", "K, V around the ring" if forward else "K, V and dK, dV around the ring",
+                               phase, cp, hops, kv_chunk if forward else 2 * kv_chunk)]
         elif not shape.mla:
             q_or_out = act * local * heads * shape.head_dim
             k_or_v = act * local * kv_heads * shape.head_dim
