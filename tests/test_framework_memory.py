@@ -176,6 +176,16 @@ def test_nanotron_reduces_its_fp32_gradient_buffers(layout, rows):
     assert [c.op for c in exact.collectives][0] == ("reduce-scatter" if "fsdp" in layout else "all-reduce")
     assert exact.collectives[0].buffer_bytes == 2 * params
 
+
+def test_torchtitan_reduce_scatters_in_its_reduce_dtype():
+    """FSDP2 under torchtitan's MixedPrecisionPolicy(reduce_dtype=float32): each block's gradient
+    reduce-scatter moves fp32, 4 B per parameter, where the recipe says bf16; its gathers stay bf16."""
+    titan = FRAMEWORKS["torchtitan"]
+    cost = cost_of(titan, fsdp=8, tokens=4096)
+    exact = cost_of(FRAMEWORKS["exact"], fsdp=8, tokens=4096)
+    for ours, plain in zip(cost.collectives, exact.collectives):
+        assert ours.buffer_bytes == plain.buffer_bytes * (2 if ours.op == "reduce-scatter" else 1)
+
 # ---- the terms measured in PyTorch on CPU ----------------------------------------------------
 
 def test_loss_upcast_transient_measured():
