@@ -271,6 +271,9 @@ def test_data_overlap_defaults_to_the_frameworks_own():
     piped = evaluate_layout(spec, load_recipe("zero"), Layout(tokens=8192, fsdp=4, zero=1, pp=2, microbatches=4), h100,
                             framework=on).step
     assert piped.overlap == "none"  # the pipeline engine turns overlap_comm off (engine.py L1639-1642)
+    asked = evaluate_layout(spec, load_recipe("zero"), Layout(tokens=8192, fsdp=4, zero=1, pp=2, microbatches=4), h100,
+                            framework=on, overlap="overlap").step
+    assert asked.overlap == "overlap" and "pipeline engine cannot" in asked.overlap_why  # the flag holds, and is told
     assert step("torchtitan", "cs336", fsdp=16, zero=3).overlap == "overlap"
     assert step("exact", "cs336", fsdp=16, zero=3).overlap == "overlap"
 

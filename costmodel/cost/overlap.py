@@ -9,7 +9,7 @@ def data_overlap(framework, point, chosen: str | None):
     (--data-overlap) wins; else the framework's default (a bool, or for DeepSpeed a mask over a plan's pipeline
     depths); else overlap, what most frameworks do. A framework's fitted time sets its own (step_time)."""
     if chosen is not None:
-        return chosen, "--data-overlap"
+        return chosen, "--data-overlap" + _against_default(framework, point, chosen)
     why = data_overlap_source(framework)
     if framework is None or framework.exact:  # symbolic costs run the exact accounting only
         return "overlap", why
@@ -34,3 +34,13 @@ def data_overlap_source(framework) -> str:
             "" if framework.overlap_comm is not None else ": its default, on at ZeRO-3 only, and off under its "
             "pipeline engine; off, the gradient reduction runs on the compute stream")
     return f"{framework.name}'s default: overlapped"
+
+
+def _against_default(framework, point, chosen: str) -> str:
+    """Where --data-overlap asks for what the framework cannot do (DeepSpeed's pipeline engine turns
+    overlap_comm off, engine.py L1639-1642), a note saying so; the user's word still holds."""
+    if chosen != "overlap" or framework is None or not framework.zero_buffers or not isinstance(point.pp, int):
+        return ""
+    if point.pp > 1:
+        return f"; {framework.name}'s pipeline engine cannot: it turns overlap_comm off"
+    return ""
