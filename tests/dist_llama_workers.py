@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from dist_workers import DispatchLog, _nbytes, training_step
+from dist_workers import Checkpointed, DispatchLog, _nbytes, training_step
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -83,16 +83,19 @@ def block_plan(*, sp: bool, per_module: bool) -> dict:
     return plan
 
 
-def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW):
+def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW, checkpoint=None):
     """bf16 parameters; embedding and lm_head replicated (not split).
 
     With ``sp`` the embedding's output is cut to this rank's sequence shard, the final norm runs
-    sequence-parallel, and the lm_head gathers the full sequence back.
+    sequence-parallel, and the lm_head gathers the full sequence back. ``checkpoint`` "reentrant" /
+    "non-reentrant": every block recomputed in backward (full recomputation).
     """
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = Decoder(spec).to(torch.bfloat16)
     for block in model.blocks:
         parallelize_module(block, mesh, block_plan(sp=sp, per_module=per_module))
+    if checkpoint is not None:
+        model.blocks = nn.ModuleList(Checkpointed(block, checkpoint == "reentrant") for block in model.blocks)
     if sp:
         parallelize_module(model, mesh, {
             "embed": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1),
@@ -189,6 +192,11 @@ CASES = {
     # SGD reads each gradient once: the Partial norm gradients are all-reduced once each, as predicted
     "sp-sgd": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD}),
     "sp-per-linear": (tp_step, {"sp": True, "per_module": False}),
+    "tp-recompute-non-reentrant": (tp_step, {"sp": False, "per_module": True, "checkpoint": "non-reentrant"}),
+    "sp-sgd-recompute-non-reentrant": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD,
+                                                 "checkpoint": "non-reentrant"}),
+    "sp-sgd-recompute": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD,
+                                   "checkpoint": "reentrant"}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
     "pp-1f1b": (pp_step, {"schedule": "1f1b"}),
 }

@@ -157,17 +157,29 @@ def run_case(case, spec, batch, seq):
     dist.barrier()
 
     for checkpoint in (None, "reentrant", "non-reentrant"):  # without recomputation, then each rerun mode
-        LOG["records"] = []
-        LOG["phase"] = "forward"
-        x = h
-        for layer, norm in zip(layers, norms):
-            x = x + _block(layer, norm, route, x, checkpoint)
-        LOG["phase"] = "backward"
-        x.float().sum().backward()
-        LOG["phase"] = "setup"
-        result["records" if checkpoint is None else f"records-{checkpoint}"], LOG["records"] = LOG["records"], []
-        dist.barrier()
+        result["records" if checkpoint is None else f"records-{checkpoint}"] = _step(layers, norms, route, h, checkpoint)
+    # the same layers without shared experts: nothing after the combine saves what it sent
+    alone = spec.model_copy(update={"moe": spec.moe.model_copy(update={"shared_ffn_hidden": 0, "shared_gate": False})})
+    torch.manual_seed(0)
+    layers = [ExpertParallelMoE(moe_mlp(alone).to(torch.bfloat16)) for _ in range(moe_layers)]
+    for checkpoint in ("reentrant", "non-reentrant"):
+        result[f"records-no-shared-{checkpoint}"] = _step(layers, norms, route, h, checkpoint)
     return result
+
+
+def _step(layers, norms, route, h, checkpoint):
+    """The collectives of a forward and backward through every layer (checkpointed or not)."""
+    LOG["records"] = []
+    LOG["phase"] = "forward"
+    x = h
+    for layer, norm in zip(layers, norms):
+        x = x + _block(layer, norm, route, x, checkpoint)
+    LOG["phase"] = "backward"
+    x.float().sum().backward()
+    LOG["phase"] = "setup"
+    records, LOG["records"] = LOG["records"], []
+    dist.barrier()
+    return records
 
 
 def _block(layer, norm, route, x, checkpoint):

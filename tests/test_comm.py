@@ -105,6 +105,22 @@ def test_recomputation_reruns_the_forward_tp_collectives(sp, checkpoint, recompu
     assert [c for c in cs if "recomputed" not in c.purpose] == plain
 
 
+@pytest.mark.parametrize("model, rerun_reductions", [
+    ("llama3-8b", 64 - 32),  # attention's and the MLP's per layer; the MLP's, last, is not rerun
+    ("mixtral-8x7b", 32),  # attention's only, and it feeds the experts (no shared experts): all rerun
+    ("deepseek-v3", 2 * 61 - 61),  # attention's, and the MLP's (3 dense) or the ungated shared experts' (58), last
+])
+def test_non_reentrant_reruns_every_reduction_but_a_layers_last_when_only_the_residual_add_reads_it(
+        model, rerun_reductions):
+    """A non-reentrant rerun stops once backward's saved tensors exist again: a reduction whose output only
+    the residual add reads is not rerun (a dense layer's MLP; an MoE layer's ungated shared experts, added
+    last), every other forward reduction is (tests/test_torch_distributed_llama.py measures a dense layer)."""
+    spec = load_model(model)
+    cs = step_collectives(spec, CS336, Layout(tp=2, sp=True, tokens=4096, recompute="full", checkpoint="non-reentrant"))
+    (rerun,) = [c for c in cs if c.purpose == "block outputs, recomputed"]
+    assert rerun.calls == rerun_reductions
+
+
 @pytest.mark.parametrize("cp_kind", ["ring", "a2a"])
 @pytest.mark.parametrize("recompute, K, rerun", [("none", 1, 0), ("selective", 1, 0), ("full", 1, 32), ("every", 3, 11)])
 def test_recomputation_reruns_the_forward_cp_collectives(cp_kind, recompute, K, rerun):

@@ -502,8 +502,8 @@ def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
     from costmodel.solve.fsdp import solve_fsdp
 
     model = load_model("llama3-70b")
-    layout = Layout(fsdp=2, tokens=4096, tp=8, sp=True, recompute="full")
-    limit = 20 * 2**30  # above what no N removes: each layer's pending reduce-scatter inputs (10 GiB at pp 1)
+    layout = Layout(fsdp=2, zero=1, tokens=4096, tp=8, pp=4, microbatches=8, sp=True, recompute="full")  # ZeRO-1
+    limit = 24 * 2**30
     answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
 
     def need(n):
@@ -526,11 +526,12 @@ def test_solve_fsdp_with_a_framework_and_experts_searches_the_admissible_n(dp, t
     count, shards = admissible(model, layout, 64)
     listed = [shards(i) for i in range(count)]
     assert listed == ([8, 16, 24, 32, 40, 48, 56, 64] if dp == 1 else [2, 4, 8, 16, 24, 32, 40, 48, 56, 64])
-    answer = solve_fsdp(model, MEGATRON, layout, limit, NANOTRON)
+    deepspeed = FRAMEWORKS["deepspeed"]  # ZeRO-3 over replicas (nanotron runs ZeRO-1 over one group only)
+    answer = solve_fsdp(model, MEGATRON, layout, limit, deepspeed)
     assert answer.searched and answer.n_fsdp in listed
-    assert memory_at(model, MEGATRON, layout, answer.n_fsdp, NANOTRON) < limit
+    assert memory_at(model, MEGATRON, layout, answer.n_fsdp, deepspeed) < limit
     before = listed.index(answer.n_fsdp) - 1
-    assert before < 0 or memory_at(model, MEGATRON, layout, listed[before], NANOTRON) >= limit
+    assert before < 0 or memory_at(model, MEGATRON, layout, listed[before], deepspeed) >= limit
     assert answer.threshold == (listed[before] if before >= 0 else 1.0)
 
 

@@ -282,7 +282,10 @@ def test_plot_fsdp_with_experts_draws_the_n_the_expert_axis_admits(tmp_path, fra
     is solve fsdp's."""
     import json
 
-    flags = ["--model", "mixtral-8x7b", "--ep", "8", "--tokens", "4096", "--limit", "80GiB", "--framework", framework]
+    # nanotron shards with ZeRO-1 only: its unsharded bf16 weights and fp32 gradients need a larger limit
+    zero, limit = ("1", "160GiB") if framework == "nanotron" else ("3", "80GiB")
+    flags = ["--model", "mixtral-8x7b", "--ep", "8", "--tokens", "4096", "--limit", limit, "--framework", framework,
+             "--zero", zero]
     result = runner.invoke(app, ["plot", "fsdp", *flags, "--out", str(tmp_path / "f.png"), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)["data"]

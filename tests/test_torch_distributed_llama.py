@@ -116,6 +116,16 @@ CASES = [
      "tensor_comm.py tensor_collectives and model_end_collectives, sp=True (SGD: one read per gradient)"),
     ("sp-per-linear", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated"), extra_sp_per_linear,
      "tensor_comm.py tensor_collectives, sp=True"),
+    # full recomputation: each block's forward collectives again in backward; a non-reentrant rerun stops
+    # before the MLP's reduction (the residual add saves nothing) but not before attention's
+    ("tp-recompute-non-reentrant", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated", recompute="full",
+                                                    checkpoint="non-reentrant"), None,
+     "parallel/tensor/collectives.py recompute_collectives, regions_ending_in_tp"),
+    ("sp-sgd-recompute-non-reentrant", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="full",
+                                                        checkpoint="non-reentrant"), None,
+     "parallel/tensor/collectives.py recompute_collectives, sp=True"),
+    ("sp-sgd-recompute", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="full"), None,
+     "parallel/tensor/collectives.py recompute_collectives, sp=True, reentrant"),
 ]
 PP_CASES = [("pp-gpipe", "gpipe"), ("pp-1f1b", "1f1b")]
 

@@ -306,10 +306,10 @@ def measured_ep_rows(records):
     return out
 
 
-def predicted_ep_rows(world, case, **recompute):
+def predicted_ep_rows(world, case, model=None, **recompute):
     layout = ep_layout(world, case).model_copy(update=recompute)
     rows = [(c.op, c.phase, c.purpose, c.calls, c.buffer_bytes, c.group)
-            for c in evaluate_layout(DIST_SPEC, RECIPES["cs336"], layout).collectives if c.axis == "ep"]
+            for c in evaluate_layout(model or DIST_SPEC, RECIPES["cs336"], layout).collectives if c.axis == "ep"]
     return {(op, phase, purpose): {"calls": calls, "bytes": {size}, "group": {group}}
             for op, phase, purpose, calls, size, group in rows}
 
@@ -335,12 +335,17 @@ def test_ep_collectives_match_torch(ep_measured, case):
 @pytest.mark.parametrize("case", EP_CASES)
 def test_recomputed_ep_collectives_match_torch(ep_measured, case, checkpoint):
     """Each MoE block under torch.utils.checkpoint: its forward's all-gather and three all-to-alls run again in
-    backward. Non-reentrant too: the shared experts run after the combine and save what they read, so the
-    recomputation reaches past it."""
+    backward, in both modes: a non-reentrant rerun reaches past the combine, to the shared experts run after it
+    and, without them, to the scatter back to token order, which saves its index (made after the combine)."""
     world, ranks = ep_measured
+    alone = DIST_SPEC.model_copy(update={"moe": DIST_SPEC.moe.model_copy(update={"shared_ffn_hidden": 0,
+                                                                                "shared_gate": False})})
     for rank in busiest(world, case):
         assert measured_ep_rows(ranks[rank][case][f"records-{checkpoint}"]) == predicted_ep_rows(
             world, case, recompute="full", checkpoint=checkpoint), f"rank {rank}"
+        # without shared experts too: the scatter after the combine saves its index, made there
+        assert measured_ep_rows(ranks[rank][case][f"records-no-shared-{checkpoint}"]) == predicted_ep_rows(
+            world, case, alone, recompute="full", checkpoint=checkpoint), f"rank {rank}, no shared experts"
 
 
 @pytest.mark.slow

@@ -114,6 +114,9 @@ OVERHEADS = {
 #: (torch.cuda caching allocator: freed blocks are cached, not returned, and a request larger than
 #: every cached free block maps a new segment; docs 'CUDA semantics: memory management').
 CACHED_SEGMENTS = ("zero1_gather",)
+#: terms the caching allocator holds reserved but no tensor holds: blocks freed by the host that it cannot
+#: reuse until the stream work recorded on them is done (reserved, not allocated; sized, not fitted)
+RESERVED_ONLY = ("pending_reduce_scatters",)
 #: exact components alive during the optimizer step (activations and weight copies are freed)
 OPTIMIZER_STATE = tuple(STATE_BYTES)
 
@@ -196,12 +199,12 @@ class StageMemory:
 
     def phase_bytes(self, phase: str, *, fitted: bool = True):
         """Bytes in ``phase``: exact components and the overheads allocated then; ``fitted``: what the
-        allocator reserves (the fitted terms, and cached segments of earlier phases) instead."""
+        allocator reserves (the fitted terms, blocks not yet reusable, cached segments of earlier phases) instead."""
         names = self.components if phase == FORWARD_BACKWARD else OPTIMIZER_STATE  # activations are freed after
         exact = sum(v for k, v in self.components.items() if k in names)
         return exact + sum(v for k, v in self.overheads.items()
                            if (phase in OVERHEADS[k][0] or (fitted and k in CACHED_SEGMENTS))
-                           and (fitted or not OVERHEADS[k][1]))
+                           and (fitted or not (OVERHEADS[k][1] or k in RESERVED_ONLY)))
 
     def _peak(self, fitted: bool):
         if not self.overheads:

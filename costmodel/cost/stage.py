@@ -66,8 +66,8 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     residual = recipe.residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
                                                                                     sp=point.sp)
-    if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' (the first recomputed first)
-        kept_dense = maximum(dense - again, 0)
+    if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' ('every': each K-th recomputed,
+        kept_dense = dense - recomputed_layers(dense, point)  # as the collectives count them)
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
         act_bytes=act, autocast=recipe.autocast)
@@ -90,8 +90,8 @@ def copied_params(shape, point, layers, dense, role):
 
     kept = layers - recomputed_layers(layers, point)
     out = kept * matmuls(not shape.moe)
-    if shape.moe:  # kept dense layers: a dense MLP's matmuls (the first recomputed first)
-        out = out + maximum(dense - recomputed_layers(layers, point), 0) * (matmuls(True) - matmuls(False))
+    if shape.moe:  # kept dense layers: a dense MLP's matmuls ('every': each K-th recomputed, as in stage)
+        out = out + (dense - recomputed_layers(dense, point)) * (matmuls(True) - matmuls(False))
     return out + role.last * tensor.vocab_rows_per_device(shape, point.tp, point.tp_ends) * shape.width
 
 

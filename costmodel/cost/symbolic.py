@@ -24,7 +24,7 @@ MEANINGS = {
     "N": "FSDP shards", "R": "DP replicas", "Y": "TP degree", "p": "pipeline stages", "c": "CP degree",
     "B": "tokens per replica per micro-batch", "m": "micro-batches", "v": "interleaved chunks",
     "k_a": "gradient-accumulation steps", "M_X": "torus axes of the data axis", "M_Y": "torus axes of the TP axis",
-    "K": "layers per recomputed group",
+    "K": "every K-th layer recomputed",
     "E": "routed experts per MoE layer", "k_e": "experts each token is routed to", "F_e": "expert MLP width",
     "F_s": "shared experts' MLP width", "L_d": "dense (non-MoE) first layers", "E_p": "expert-parallel degree",
     "r_q": "MLA query latent width", "r_kv": "MLA key/value latent width", "d_r": "MLA rotary query/key width per head",

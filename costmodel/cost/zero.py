@@ -23,11 +23,19 @@ def check_runs(framework, point) -> None:
         if framework.schedules is not None and point.schedule not in framework.schedules:
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
                                  f"{'|'.join(framework.schedules)}, not {point.schedule}")
-    if (isinstance(point.dp, int) and point.dp > 1 and isinstance(point.fsdp, int) and point.fsdp > 1
-            and point.zero < framework.hybrid_zero_min):
+    sharded = isinstance(point.fsdp, int) and point.fsdp > 1
+    if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
+        raise CostModelError(f"--framework {framework.name} shards the data axis with ZeRO "
+                             f"{'/'.join(map(str, framework.zero_stages))} only, not --zero {point.zero} (give --zero "
+                             f"{framework.zero_stages[0]}, or --dp for plain data parallelism)")
+    if sharded and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
+        whole = f"--fsdp {point.dp * point.fsdp} alone"
+        if framework.hybrid_zero_min > 3:
+            raise CostModelError(f"--framework {framework.name} shards over its one data-parallel group: no --dp "
+                                 f"{point.dp} replicas of --fsdp {point.fsdp} shards (give {whole})")
         raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
                              f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
-                             f"{framework.hybrid_zero_min} or more (or --fsdp {point.dp * point.fsdp} alone)")
+                             f"{framework.hybrid_zero_min} or more (or {whole})")
 
 
 def overlap_comm(framework, point):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from costmodel.cost.evaluate import comm_recipe
 from costmodel.report.common import console, emitted_json, layout_text, number, print_formula, table
 from costmodel.report.tables import literal
 from costmodel.units import format_bytes
@@ -75,6 +76,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
     payload = {
         "model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
         "framework": cost.framework.name if cost.framework is not None else "exact",
+        "gradient_dtype": comm_recipe(cost.recipe, cost.framework).grad_comm,  # what the data axis reduces
         "layout": layout.model_dump(),
         "collectives": [
             {"op": r.collective.op, "axis": r.collective.axis, "purpose": r.collective.purpose,
@@ -99,7 +101,8 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
         for letter, (meaning, value) in formula.legend(*(getattr(c, 'collective', c).bytes_sent
                                                           for c in formula.cost.collectives)).items():
             out.print(f"  {letter} = {number(value):,}" + (f"  ({meaning})" if meaning else ""))
-    by = f", framework {literal(cost.framework.name)}" if cost.framework is not None else ""
+    by = (f", framework {literal(cost.framework.name)}: gradients in {payload['gradient_dtype']}"
+          if cost.framework is not None else "")
     t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step "
               f"({layout_text(layout)}{by})",
               "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "level", ">ms")

@@ -103,6 +103,9 @@ def frameworks(as_json: bool) -> None:
         named = [k for k in terms if f[k]]
         named += [f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []
         named += ["foreach optimizer"] if f["optimizer_step"] == "foreach" else []
+        named += [f"gradients reduced in {f['reduce_dtype']}"] if f["reduce_dtype"] else []
+        named += [f"ZeRO-1 {f['zero1_reduce']}"] if f["zero1_reduce"] != "reduce-scatter" else []
+        named += [f"ZeRO {'/'.join(map(str, f['zero_stages']))}"] if f["zero_stages"] else []
         fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
         if f["time"]:
@@ -135,6 +138,8 @@ def template(spec, header: str, first: str = "") -> str:
             lines.append(f"# {name} = ...{note}")
         elif isinstance(value, (bool, int, float, str)):
             lines.append(f"{name} = {_toml_value(value)}{note}")
+        elif isinstance(value, list) and all(isinstance(v, (bool, int, float, str)) for v in value):
+            lines.append(f"{name} = [{', '.join(_toml_value(v) for v in value)}]{note}")
         elif hasattr(value, "model_fields"):  # a nested spec: its own table after the flat fields
             tables.append(f"\n[{name}]{note}\n" + template(value, "").lstrip("\n").removeprefix("# \n"))
     return "\n".join(lines) + "\n" + "".join(tables)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.cost.memory import OVERHEADS, weight_copy_kind
+from costmodel.cost.memory import OVERHEADS, RESERVED_ONLY, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
@@ -20,7 +20,7 @@ COMPONENT_LABELS = {
 OVERHEAD_LABELS = {
     "ddp_buckets": "DDP gradient buckets",
     "sp_gather_buffer": "SP all-gather buffer",
-    "pending_reduce_scatters": "reduce-scatter inputs the host ran ahead of",
+    "pending_reduce_scatters": "TP reduce-scatter inputs not yet reusable (pp 1, host ahead; reserved)",
     "loss_upcast": "logits cast to fp32 for the loss",
     "wgrad_cache": "TE's cached weight-gradient buffers",
     "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",
@@ -73,7 +73,8 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
         "components": {k: number(v) for k, v in top.components.items()},
         "total_bytes": number(top.total_bytes),
         "framework": profile_name(cost.framework),
-        "overheads": {k: {"bytes": round(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1]}
+        "overheads": {k: {"bytes": round(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1],
+                          "reserved_only": OVERHEADS[k][1] or k in RESERVED_ONLY}
                       for k, v in top.overheads.items() if v},
         "peak_bytes": number(top.peak_bytes), "reserved_bytes": round(top.reserved_bytes),
         "peak_phase": top.peak_phase,

@@ -25,11 +25,8 @@ from costmodel.record import record
 from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)
+#: the ZeRO stages the exact accounting searches; a framework's own are its profile's zero_stages
 ZERO_STAGES = (1, 3)
-#: what each framework shards the data axis with: Megatron's distributed optimizer and nanotron's
-#: ZeRO-1 (or plain DDP), torchtitan's FSDP2 (ZeRO-3), DeepSpeed's stages 1-3 (its stage 2 shards gradients
-#: with its own buffers); the exact accounting searches 1 and 3
-ZERO_BY_FRAMEWORK = {"megatron": (1,), "nanotron": (1,), "torchtitan": (3,), "deepspeed": (1, 2, 3)}
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
 CP_KINDS = ("ring", "a2a")
@@ -103,7 +100,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     rejected = {"layout rules (divisibility, stages)": 0, over: 0}
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my, order = rows.T
-    stages = ZERO_BY_FRAMEWORK.get(framework.name, ZERO_STAGES) if framework is not None else ZERO_STAGES
+    stages = tuple(framework.zero_stages or ZERO_STAGES) if framework is not None else ZERO_STAGES
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)

@@ -73,6 +73,9 @@ class Framework(Spec):
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
     schedules: list[Literal[SCHEDULES]] | None = field(
         None, description="the pipeline schedules its engine runs (None: any)")
+    zero_stages: list[Literal[1, 2, 3]] | None = field(
+        None, description="the ZeRO stages it shards the data axis with (--fsdp > 1; None: any; ZeRO-0, plain data "
+        "parallelism, always runs)")
     hybrid_zero_min: Annotated[int, field(ge=0, le=4)] = field(
         0, description="the lowest ZeRO stage it shards within replicas (--dp with --fsdp); 4: never")
     pipeline_zero_max: Annotated[int, field(ge=0, le=3)] = field(
@@ -158,6 +161,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # accumulate_grad_in_fp32: DDP's hook and the ZeRO-1 sync reduce the fp32 buffers, and ZeRO-1
             # all-reduces the whole buffer (trainer.py L526-533: "too memory hungry, instead we run all_reduce")
             reduce_dtype="fp32", zero1_reduce="all-reduce",
+            zero_stages=[1], hybrid_zero_min=4,  # ZeroDistributedOptimizer over its one dp group, or DDP
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
             "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
@@ -176,7 +180,8 @@ FRAMEWORKS: dict[str, Framework] = {
             fitted_on="1,125 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv (nanotron 1B and 3B "
             "on 1-64 nodes of 8 x H100; gpu_mem_GB = torch.cuda.max_memory_reserved() / 2^30 of world rank 0, "
             "the first pipeline stage: nanotron@67c5ebb6 src/nanotron/helpers.py L615-616, L775-776)",
-            source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), models/llama.py L271-286 "
+            source=_NANOTRON + ": helpers.py L361-388 (fp32 accumulator, ZeRO-1 optimizer), trainer.py L526-533 (ZeRO-1 "
+            "all-reduces the fp32 buffer), optim/gradient_accumulator.py L322-382 (DDP's fp32 hook), models/llama.py L271-286 "
             "(flash-attn 2), parallel/tensor_parallel/functional.py L466-469, L600 and parallel/pipeline_parallel/p2p.py "
             "L348-391 (reduce-scatter inputs; the receive's host sync), trainer.py L797-799 "
             "(DDP at ZeRO-0 only), models/base.py L211-235 (split), models/llama.py L874-925 (fp32 logits)",
@@ -187,7 +192,8 @@ FRAMEWORKS: dict[str, Framework] = {
             "grads in contiguous buffers (collectives in place), in-place fp32 cross-entropy, TE's cached "
             "weight gradients, uniform stages",
             recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
-            p2p_buffers=True, data_overlap="none",
+            p2p_buffers=True, data_overlap="none", zero_stages=[1],
+            reduce_dtype="fp32",  # bf16 training reduces the fp32 grad buffer unless --grad-reduce-in-bf16
             data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
             "overlap_param_gather default to False (--overlap-grad-reduce turns them on; NeMo's recipes do)",
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
@@ -195,7 +201,10 @@ FRAMEWORKS: dict[str, Framework] = {
             "param_and_grad_buffer.py L1181-1195, L513-526, L710-724 (buffers, in-place collectives); "
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
             "core/transformer/transformer_block.py L147-159 (uniform split); NVIDIA/Megatron-LM@00119989 "
-            "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False)",
+            "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False); "
+            "NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py validate_args, 'if args.bf16:' ('bfloat16 "
+            "requires gradient accumulation and all-reduce to be done in fp32': accumulate_allreduce_grads_in_fp32 "
+            "unless --grad-reduce-in-bf16)",
         ),
         Framework.builtin(
             name="deepspeed",
@@ -206,6 +215,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "ZeRO-0/1 and the 1F1B schedule only",
             recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True, pipeline_zero_max=1,
             schedules=["1f1b"],  # runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only
+            zero_stages=[1, 2, 3],
             hybrid_zero_min=3,  # ZeRO-1/2 partition over the whole data-parallel group; ZeRO++'s hpZ at stage 3
             # (runtime/zero/config.py L294 zero_hpz_partition_size)
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
@@ -225,6 +235,7 @@ FRAMEWORKS: dict[str, Framework] = {
             description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
             "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
             recipe="cs336", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32", p2p_buffers=True,
+            zero_stages=[3],
             data_overlap="overlap",
             data_overlap_source="FSDP2 prefetches each block's all-gather and reduce-scatters on its own streams "
             "(torch distributed/fsdp/_fully_shard/_fsdp_param_group.py)",

@@ -54,8 +54,9 @@ class Layout(Checked):
     my: Degree = Field(1, description="M_Y: torus axes the TP axis spans (TPU)")
     recompute: Literal["none", "selective", "full", "every"] = Field(
         "none", description="activation recomputation: selective drops the attention core, full keeps "
-        "only layer inputs, every recomputes groups of recompute_layers layers")
-    recompute_layers: count(bounds.LAYERS) = Field(1, description="layers per checkpointed group for recompute='every'")
+        "only layer inputs, every recomputes every recompute_layers-th layer whole (torchtitan's layer AC frequency)")
+    recompute_layers: count(bounds.LAYERS) = Field(
+        1, description="K for recompute='every': each K-th layer is recomputed, ceil(L / K) of them")
     checkpoint: Literal["reentrant", "non-reentrant"] = Field(
         "reentrant", description="how full recomputation reruns a layer: reentrant (and Megatron) the whole layer; "
         "non-reentrant (torch's use_reentrant=False) stops early, skipping each layer's last matmul")

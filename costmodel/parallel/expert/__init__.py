@@ -107,7 +107,10 @@ def dispatched_tokens(shape, point):
 
 def collectives(shape, recipe, point, *, moe_layers, recomputed=0) -> list[Collective]:
     """EP traffic of a stage with ``moe_layers`` MoE layers per step, of which ``recomputed`` (full
-    recomputation) rerun their forward's in backward: every forward row again."""
+    recomputation) rerun their forward's in backward: every forward row again, in either checkpoint mode (a
+    non-reentrant rerun still reaches past the combine: the scatter back to token order saves its index,
+    made there; tests/test_torch_moe.py, with and without shared experts). Expert TP's gather and
+    reduce-scatter, around the experts, rerun with them (not measured in torch)."""
     if not shape.moe:
         return []
     out = _layer_rows(shape, recipe, point, moe_layers)

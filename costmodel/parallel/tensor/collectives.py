@@ -32,8 +32,8 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None,
     if not (isinstance(recomputed, int) and recomputed == 0):
         rerun_pairs, rerun_outputs = column_row_pairs(shape, recomputed, recomputed_dense)
         out += recompute_collectives(tokens=tokens, width=shape.width, inputs=rerun_pairs, outputs=rerun_outputs,
-                                     regions=recomputed, tp=point.tp, act_bytes=act, sp=sp,
-                                     stops_early=point.checkpoint == "non-reentrant")
+                                     regions=regions_ending_in_tp(shape, recomputed, recomputed_dense), tp=point.tp,
+                                     act_bytes=act, sp=sp, stops_early=point.checkpoint == "non-reentrant")
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
                                ends=point.tp_ends, first=first, last=last)
@@ -59,6 +59,17 @@ def column_row_pairs(shape, layers, dense_layers=None):
     return pairs, pairs if shape.block == "sequential" else shape.tp_outputs_per_layer * layers  # parallel: dense only
 
 
+def regions_ending_in_tp(shape, recomputed, recomputed_dense=None):
+    """Of ``recomputed`` layers (``recomputed_dense`` of them dense), those whose last row-parallel reduction
+    only feeds the residual add, which saves nothing, so a non-reentrant rerun stops before it: every dense
+    layer; an MoE layer only with ungated shared experts run after the combine (Megatron-core's MoELayer adds
+    them last). Without shared experts its last reduction (attention's) feeds the experts, and a gate
+    (sigmoid(x W) s) saves the shared experts' reduced output."""
+    if recomputed_dense is None or (shape.shared_width and not shape.shared_gate):
+        return recomputed
+    return recomputed_dense
+
+
 def recompute_collectives(*, tokens, width, inputs, outputs, regions, tp, act_bytes, sp: bool,
                           stops_early: bool) -> list[Collective]:
     """The forward collectives that recomputation runs again in backward, per micro-batch: each
@@ -67,7 +78,8 @@ def recompute_collectives(*, tokens, width, inputs, outputs, regions, tp, act_by
     ``tensor_parallel.checkpoint`` reruns the layer whole: Korthikanti et al. 2022, arXiv:2205.05198,
     Sec. 5, full recomputation repeats the forward's communication). Each checkpointed ``region`` that
     ``stops_early`` (torch.utils.checkpoint with use_reentrant=False) stops once backward's saved tensors
-    exist again, before its last row-parallel output is reduced (tests/test_torch_distributed.py)."""
+    exist again, before its last row-parallel output is reduced if it ends in one (``regions`` of them:
+    :func:`regions_ending_in_tp`; tests/test_torch_distributed.py)."""
     size = act_bytes * tokens * width
     reduced = outputs - regions if stops_early else outputs
     out = [Collective("reduce-scatter" if sp else "all-reduce", "tp", "block outputs, recomputed",
