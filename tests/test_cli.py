@@ -407,7 +407,8 @@ def test_a_catalog_rows_spec_saved_as_a_file_loads_back_as_the_same_spec(catalog
 
 def test_commands_about_one_layout_take_the_same_layout_options():
     """step takes every layout option memory does (--hsdp-group, --reshard, ...); solve fsdp and explain fsdp
-    every one but those that set the unknown --fsdp."""
+    every one but those that set the unknown --fsdp; explain none that changes no term it derives (--grad-accum)."""
+    from costmodel.cli.explain import EXPLAINED
     from costmodel.cli.layout import MEMORY
     from costmodel.cli.solve import FSDP_SOLVE
 
@@ -417,7 +418,9 @@ def test_commands_about_one_layout_take_the_same_layout_options():
         return set(re.findall(r"--[a-z][a-z-]*", text))
 
     assert {"--" + name.replace("_", "-") for name in MEMORY} <= flags("step")
-    assert {"--" + name.replace("_", "-") for name in FSDP_SOLVE} <= flags("solve", "fsdp") & flags("explain", "fsdp")
+    assert {"--" + name.replace("_", "-") for name in FSDP_SOLVE} <= flags("solve", "fsdp")
+    assert {"--" + name.replace("_", "-") for name in FSDP_SOLVE if name in EXPLAINED} <= flags("explain", "fsdp")
+    assert "--grad-accum" not in flags("explain", "fsdp") | flags("explain", "memory")
     assert "--hsdp-group" not in flags("solve", "fsdp") and {"--seq", "--cp-kind", "--tp-kv"} <= flags("solve", "fsdp")
 
 

@@ -10,6 +10,9 @@ from costmodel.cli.solve import FSDP_SOLVE, OptimizeSplitOpt, SliceOpt, WhatIfOp
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 
+#: gradient accumulation changes no term of the exact accounting these derive: not an option of theirs
+EXPLAINED = tuple(name for name in MEMORY if name != "grad_accum")
+
 explain_app = typer.Typer(help="Derive an answer step by step: formula, values, result, conventions.",
                           no_args_is_help=True)
 
@@ -41,7 +44,7 @@ def explain_batch_cmd(
 
 
 @explain_app.command("fsdp")
-@with_layout(*FSDP_SOLVE, fixed={"fsdp": 2})
+@with_layout(*(name for name in FSDP_SOLVE if name in EXPLAINED), fixed={"fsdp": 2})
 def explain_fsdp_cmd(
     model: o.ModelOpt,
     limit: o.LimitOpt = None,
@@ -83,7 +86,7 @@ def _check_format(fmt: str) -> None:
 
 
 @explain_app.command("memory")
-@with_layout(*MEMORY)
+@with_layout(*EXPLAINED)
 def explain_memory_cmd(
     model: o.ModelOpt,
     recipe: o.RecipeOpt = "cs336",
