@@ -186,6 +186,51 @@ def test_torchtitan_reduce_scatters_in_its_reduce_dtype():
     for ours, plain in zip(cost.collectives, exact.collectives):
         assert ours.buffer_bytes == plain.buffer_bytes * (2 if ours.op == "reduce-scatter" else 1)
 
+
+def test_pending_reduce_scatters_are_reserved_not_allocated():
+    """Blocks the host freed but the GPU has not consumed count in the reserved peak, not in torch's allocated
+    peak: no tensor holds them (cost.memory.RESERVED_ONLY); the memory JSON says so."""
+    cost = cost_of(tokens=2 * 4096, tp=4, sp=True)
+    top = cost.heaviest
+    held = top.overheads["pending_reduce_scatters"]
+    without = cost_of(NANOTRON.model_copy(update={"pending_reduce_scatters": False}), tokens=2 * 4096, tp=4,
+                      sp=True).heaviest
+    assert top.peak_bytes == without.peak_bytes and top.reserved_bytes == pytest.approx(without.reserved_bytes + held)
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "nanotron-1b", "--framework", "nanotron",
+                          "--tp", "4", "--sp", "--tokens", "8192", "--json"], capture_output=True, text=True, check=True)
+    term = json.loads(out.stdout)["overheads"]["pending_reduce_scatters"]
+    assert term == {"bytes": held, "phases": ["forward-backward"], "fitted": False, "reserved_only": True}
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--fsdp", "4"], "--framework nanotron shards the data axis with ZeRO 1 only, not --zero 3 (give --zero 1)"),
+    (["--fsdp", "4", "--dp", "2", "--zero", "1"], "--framework nanotron shards over its one data-parallel group: "
+     "no --dp 2 replicas of --fsdp 4 shards (give --fsdp 8 alone)"),
+])
+def test_nanotron_runs_its_own_zero_only(flags, says):
+    """nanotron shards with ZeRO-1 (ZeroDistributedOptimizer) over its one data-parallel group: other stages
+    and replicas of shards are refused in one line; ZeRO-0 (DDP) over dp x fsdp runs."""
+    base = [sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--framework", "nanotron",
+            "--tokens", "4096"]
+    done = subprocess.run([*base, *flags], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"error: {says}"]
+    assert subprocess.run([*base, "--fsdp", "4", "--dp", "2", "--zero", "0"], capture_output=True).returncode == 0
+
+
+def test_megatron_reduces_its_fp32_buffer_and_comm_says_the_dtype():
+    """Megatron-LM under bf16 reduces the fp32 gradient buffer (arguments.py, unless --grad-reduce-in-bf16): its
+    distributed optimizer's reduce-scatter moves 4 B per parameter where the recipe alone says 2; `comm --json`
+    names the dtype it priced."""
+    mega = cost_of(FRAMEWORKS["megatron"], fsdp=8, zero=1, tokens=4096)
+    exact = cost_of(FRAMEWORKS["exact"], fsdp=8, zero=1, tokens=4096)
+    assert [c.buffer_bytes for c in mega.collectives] == [2 * exact.collectives[0].buffer_bytes,
+                                                          exact.collectives[1].buffer_bytes]
+    for framework, dtype in (("megatron", "fp32"), ("exact", "bf16")):
+        out = subprocess.run([sys.executable, "-m", "costmodel", "comm", "--model", "nanotron-1b", "--hardware",
+                              "h100-sxm", "--fsdp", "8", "--zero", "1", "--tokens", "4096", "--framework", framework,
+                              "--json"], capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout)["gradient_dtype"] == dtype
+
 # ---- the terms measured in PyTorch on CPU ----------------------------------------------------
 
 def test_loss_upcast_transient_measured():

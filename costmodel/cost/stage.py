@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.mathops import ceil_div, exact_div, maximum, minimum
+from costmodel.mathops import exact_div, floor_div, maximum, minimum
 from costmodel.parallel import expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
 from costmodel.record import record
@@ -36,11 +36,13 @@ def dense_layers_on(shape, layers, start):
 
 
 def recomputed_layers(layers, point):
-    """Layers whose activations are recomputed: none, all ('full') or one per K ('every')."""
+    """Layers whose activations are recomputed: none, all ('full') or every K-th ('every'): the K-th, 2K-th, ...
+    of the stage's layers, floor(L / K) of them (torchtitan's layer AC: a block is checkpointed when its running
+    count is a multiple of ac_freq)."""
     if point.recompute == "full":
         return layers
     if point.recompute == "every":
-        return ceil_div(layers, point.recompute_layers)
+        return floor_div(layers, point.recompute_layers)
     return 0
 
 
@@ -66,8 +68,8 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     residual = recipe.residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
                                                                                     sp=point.sp)
-    if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' ('every': each K-th recomputed,
-        kept_dense = dense - recomputed_layers(dense, point)  # as the collectives count them)
+    if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' ('every': the K-th, 2K-th, ...
+        kept_dense = dense - recomputed_layers(dense, point)  # recomputed, as the collectives count them)
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
         act_bytes=act, autocast=recipe.autocast)

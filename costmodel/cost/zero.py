@@ -27,8 +27,8 @@ def check_runs(framework, point) -> None:
     if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
         raise CostModelError(f"--framework {framework.name} shards the data axis with ZeRO "
                              f"{'/'.join(map(str, framework.zero_stages))} only, not --zero {point.zero} (give --zero "
-                             f"{framework.zero_stages[0]}, or --dp for plain data parallelism)")
-    if sharded and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
+                             f"{framework.zero_stages[0]})")
+    if sharded and point.zero and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
         whole = f"--fsdp {point.dp * point.fsdp} alone"
         if framework.hybrid_zero_min > 3:
             raise CostModelError(f"--framework {framework.name} shards over its one data-parallel group: no --dp "

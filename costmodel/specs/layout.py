@@ -56,7 +56,7 @@ class Layout(Checked):
         "none", description="activation recomputation: selective drops the attention core, full keeps "
         "only layer inputs, every recomputes every recompute_layers-th layer whole (torchtitan's layer AC frequency)")
     recompute_layers: count(bounds.LAYERS) = Field(
-        1, description="K for recompute='every': each K-th layer is recomputed, ceil(L / K) of them")
+        1, description="K for recompute='every': the K-th, 2K-th, ... layer is recomputed, floor(L / K) of them")
     checkpoint: Literal["reentrant", "non-reentrant"] = Field(
         "reentrant", description="how full recomputation reruns a layer: reentrant (and Megatron) the whole layer; "
         "non-reentrant (torch's use_reentrant=False) stops early, skipping each layer's last matmul")
