@@ -58,6 +58,13 @@ def times_each(collectives: list[Collective], factor) -> list[Collective]:
     return [replace(c, calls=products[id(c.calls)]) for c in collectives]
 
 
+def rerun(collectives: list[Collective]) -> list[Collective]:
+    """The forward rows of ``collectives`` again, in backward: what a recomputed forward sends (purpose
+    "..., recomputed")."""
+    return [replace(c, purpose=f"{c.purpose}, recomputed", phase="backward") for c in collectives
+            if c.phase == "forward"]
+
+
 def present(degree) -> bool:
     """Whether an axis's collectives are listed: always, unless its degree is the literal 1.
 

@@ -9,11 +9,9 @@ in forward and four in backward; each moves (c - 1)/c of the device's tensor.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from costmodel.mathops import divides, exact_div
 from costmodel.parallel import tensor
-from costmodel.parallel.collective import Collective, Rule, present, times_each
+from costmodel.parallel.collective import Collective, Rule, present, rerun, times_each
 
 NAME = "cp"
 
@@ -42,8 +40,7 @@ def collectives(shape, recipe, point, *, layers, recomputed=0) -> list[Collectiv
         return []
     out = _passes(shape, recipe, point, layers, ("forward", "backward"))
     if not (isinstance(recomputed, int) and recomputed == 0):
-        out += [replace(c, purpose=f"{c.purpose}, recomputed", phase="backward")
-                for c in _passes(shape, recipe, point, recomputed, ("forward",))]
+        out += rerun(_passes(shape, recipe, point, recomputed, ("forward",)))
     return times_each(out, point.micro_steps)
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from costmodel.mathops import above_one, divides, exact_div, minimum, where
 from costmodel.parallel import data
-from costmodel.parallel.collective import Collective, Rule, present, times_each
+from costmodel.parallel.collective import Collective, Rule, present, rerun, times_each
 
 NAME = "ep"
 #: the experts' view of the data axis, innermost first after etp x cp x ep (names the network places)
@@ -115,8 +115,7 @@ def collectives(shape, recipe, point, *, moe_layers, recomputed=0) -> list[Colle
         return []
     out = _layer_rows(shape, recipe, point, moe_layers)
     if not (isinstance(recomputed, int) and recomputed == 0):
-        out += [replace(c, purpose=f"{c.purpose}, recomputed", phase="backward")
-                for c in _layer_rows(shape, recipe, point, recomputed) if c.phase == "forward"]
+        out += rerun(_layer_rows(shape, recipe, point, recomputed))
     return times_each(out, point.micro_steps)
 
 

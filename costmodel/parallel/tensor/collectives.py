@@ -8,7 +8,7 @@ Sec. 4.2.2 (with sequence parallelism each all-reduce becomes reduce-scatter + a
 from __future__ import annotations
 
 from costmodel.mathops import exact_div, floor_div, maximum
-from costmodel.parallel.collective import Collective, present, times_each
+from costmodel.parallel.collective import Collective, present, rerun, times_each
 
 
 def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None, recomputed=0,
@@ -80,14 +80,9 @@ def recompute_collectives(*, tokens, width, inputs, outputs, regions, tp, act_by
     ``stops_early`` (torch.utils.checkpoint with use_reentrant=False) stops once backward's saved tensors
     exist again, before its last row-parallel output is reduced if it ends in one (``regions`` of them:
     :func:`regions_ending_in_tp`; tests/test_torch_distributed.py)."""
-    size = act_bytes * tokens * width
     reduced = outputs - regions if stops_early else outputs
-    out = [Collective("reduce-scatter" if sp else "all-reduce", "tp", "block outputs, recomputed",
-                      "backward", tp, reduced, size)]
-    if sp:
-        out.insert(0, Collective("all-gather", "tp", "sequence-sharded inputs, recomputed", "backward", tp,
-                                 inputs, size))
-    return out
+    return rerun(block_collectives(tokens=tokens, width=width, inputs=inputs, outputs=reduced, tp=tp,
+                                   act_bytes=act_bytes, sp=sp))
 
 
 def replicated_kv_gradient_allreduce(shape, *, layers, copies, grad_bytes) -> Collective:
