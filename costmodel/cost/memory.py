@@ -117,6 +117,12 @@ CACHED_SEGMENTS = ("zero1_gather",)
 #: terms the caching allocator holds reserved but no tensor holds: blocks freed by the host that it cannot
 #: reuse until the stream work recorded on them is done (reserved, not allocated; sized, not fitted)
 RESERVED_ONLY = ("pending_reduce_scatters",)
+
+
+def reserved_only(term: str) -> bool:
+    """Whether a term counts in the reserved peak only, not the allocated one: the fitted reserve, and blocks
+    no tensor holds (:data:`RESERVED_ONLY`)."""
+    return OVERHEADS[term][1] or term in RESERVED_ONLY
 #: exact components alive during the optimizer step (activations and weight copies are freed)
 OPTIMIZER_STATE = tuple(STATE_BYTES)
 
@@ -204,7 +210,7 @@ class StageMemory:
         exact = sum(v for k, v in self.components.items() if k in names)
         return exact + sum(v for k, v in self.overheads.items()
                            if (phase in OVERHEADS[k][0] or (fitted and k in CACHED_SEGMENTS))
-                           and (fitted or not (OVERHEADS[k][1] or k in RESERVED_ONLY)))
+                           and (fitted or not reserved_only(k)))
 
     def _peak(self, fitted: bool):
         if not self.overheads:

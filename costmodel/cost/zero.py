@@ -70,8 +70,8 @@ def zero_buffers(framework, recipe, point, shape, st: Stage, *, output) -> dict:
         overhang = partition_overhang(shape, point)
         buffer = ov.zero_partition_buffer_bytes(partition_elements=partition, overhang_elements=overhang,
                                                 grad_bytes=recipe.grad_bytes)
-        hooks = True if point.zero == 2 else overlap_comm(framework, point)  # reduce inside backward
-        doubled = overlap_comm(framework, point)  # overlap_comm keeps two
+        doubled = overlap_comm(framework, point)  # overlap_comm keeps two buckets
+        hooks = True if point.zero == 2 else doubled  # reduce inside backward
         # allocated at every backward (stage_1_and_2.py L2038-2061) and kept until the reduction's epilogue
         out["zero_grad_bucket"] = where(sharded, bucket * where(doubled, 2, 1), 0)
     if point.zero == 1:

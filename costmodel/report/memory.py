@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.cost.memory import OVERHEADS, RESERVED_ONLY, weight_copy_kind
+from costmodel.cost.memory import OVERHEADS, reserved_only, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
@@ -74,7 +74,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
         "total_bytes": number(top.total_bytes),
         "framework": profile_name(cost.framework),
         "overheads": {k: {"bytes": round(v), "phases": list(OVERHEADS[k][0]), "fitted": OVERHEADS[k][1],
-                          "reserved_only": OVERHEADS[k][1] or k in RESERVED_ONLY}
+                          "reserved_only": reserved_only(k)}
                       for k, v in top.overheads.items() if v},
         "peak_bytes": number(top.peak_bytes), "reserved_bytes": round(top.reserved_bytes),
         "peak_phase": top.peak_phase,
