@@ -33,12 +33,11 @@ TUNED = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter
 #: protocol (src/nccl_ofi_net.c:978-986), whose EFA device lacks that ordering (a p4d log in aws/aws-ofi-nccl#715:
 #: "Setting NCCL_PROTO to simple"); p5's RDMA protocol is exempt (platform-aws.c:594-602)
 SIMPLE_ONLY = frozenset({"Simple"})
-#: topologies a spec may name: (one node, several nodes) as NCCL's search builds them, with what the system's
-#: NIC plugin sets
-PRESETS = {"hgx-h100": (nx.H100_1NODE, nx.H100_2NODES), "aws-p5": (nx.H100_1NODE, nx.H100_2NODES_EFA),
-           "hgx-a100": (nx.A100_1NODE, nx.A100_2NODES_IB),
-           "aws-p4de": (replace(nx.A100_1NODE, protocols_env=SIMPLE_ONLY),
-                        replace(nx.A100_2NODES_EFA4, protocols_env=SIMPLE_ONLY))}
+#: topologies a spec may name (formulas/nccl_topologies.BUILDERS: the graphs NCCL's search builds for a
+#: node's GPUs)
+PRESETS = tuple(nx.BUILDERS)
+#: what a system's NIC plugin sets in NCCL's environment
+PLUGIN_ENV = {"aws-p4de": {"protocols_env": SIMPLE_ONLY}}
 #: per-GPU bandwidth (GB/s) NCCL's topology gives point-to-point traffic (all-to-all, sends, gather,
 #: scatter): (inside the node, out to the network), each the narrowest link of the path
 P2P_GBS = {
@@ -62,20 +61,12 @@ def as_nccl_sees(preset: str, fast, slow):
 
 
 def topology(preset: str, nodes: int, per_node: int, version: tuple = nv.TRANSCRIBED) -> nt.Topology:
-    """The communicator NCCL builds for ``nodes`` x ``per_node`` GPUs of a preset system. The search
-    was derived for 8 GPUs per node; a group with fewer GPUs per node keeps the channels and gets
-    per_node/8 of the per-node network bandwidth (each GPU brings its own NIC) (an estimate). The
-    multi-node graph's intra-node bandwidth, which the tuner uses on two nodes (its search found it on
-    rings through the NICs), is scaled alike: one GPU per node must not get the whole node's network.
-    ``version``: the NCCL release whose tuner decides (formulas/nccl_versions.py)."""
-    one, many = PRESETS[preset]
-    if nodes == 1:
-        return replace(one, n_ranks=per_node, max_local_ranks=per_node, version=version)
-    share = min(1.0, per_node / 8)
-    scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share,
-                            bw_intra_gbs=getattr(many, name).bw_intra_gbs * share)
-              for name in ("ring", "tree", "nvls")}
-    return replace(many, n_nodes=nodes, n_ranks=nodes * per_node, max_local_ranks=per_node, version=version, **scaled)
+    """The communicator NCCL builds for ``nodes`` x ``per_node`` GPUs of a preset system
+    (formulas/nccl_topologies.BUILDERS), with what its NIC plugin sets. ``version``: the NCCL release whose
+    tuner decides (formulas/nccl_versions.py)."""
+    one, many = nx.BUILDERS[preset]
+    topo = one(per_node) if nodes == 1 else many(nodes, per_node)
+    return replace(topo, version=version, **PLUGIN_ENV.get(preset, {}))
 
 
 def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:

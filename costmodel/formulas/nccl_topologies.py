@@ -6,6 +6,7 @@ that reads them is ``nccl_tuner.py``; the hardware specs name them (``[nccl] top
 """
 
 from dataclasses import replace
+from functools import partial
 
 from costmodel.formulas.nccl_tuner import (PATH_NVL, PATH_PIX, PATTERN_BALANCED_TREE, PATTERN_NVLS,
                                            PATTERN_RING, PATTERN_TREE, Graph, Topology)
@@ -121,3 +122,84 @@ A100_2NODES_EFA4 = Topology(
 # p5/p5e platform entry (src/platform-aws.cpp, regex "^p5(e?\..*)", ".latency = 75.0"), read as for p4de.
 H100_2NODES_EFA = replace(H100_2NODES, **{name: replace(getattr(H100_2NODES, name), latency_inter_us=75.0)
                                            for name in ("ring", "tree", "nvls")})
+
+
+# --- The same systems with fewer GPUs of a node in the communicator -------------------------------------
+# ncclTopoTrimSystem keeps only the communicator's GPUs (and, on one node, drops the NICs), so the search
+# runs again on g GPUs. What changes with g on SM90 over NVSwitch, each GPU with its own NIC:
+SM90_INTRA_SPEEDS = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)  # search.cc:918
+SM90_INTER_SPEEDS = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+                     0.24, 0.12)  # search.cc:919
+H100_NVLINK_GBS = 18 * 20.6  # GPU<->NVSwitch, as above
+H100_NIC_PATH_GBS = 48.0  # GPU -> own NIC: min(PCIe Gen5 x16 48, NIC 50), the search's maxBw with NICs
+
+
+def nvls_graph(gpus: int, speeds: tuple, nvlink_gbs: float, nic_gbs: float | None = None) -> Graph:
+    """The NVLS graph on ``gpus`` GPUs of a node: one channel per GPU (a head; search.cc:975, forced on
+    one node, :980-983). Each head's channel loads its own GPU's NVLink twice and every other GPU's once,
+    both ways (ncclTopoSearchTryNvls, search.cc:386-409), so (g + 1) x bw must fit the NVLink; with NICs
+    the head's NIC path caps bw (maxBw, search.cc:1010). Pass 2 then raises bwInter a speed at a time
+    while it is below 2 x bwIntra and a link carries it (search.cc:1112-1115): nothing carries it
+    without NICs, the NIC path with them. ``gpus`` <= 2: none (NVLS off, transport/nvls.cc:157)."""
+    if gpus <= 2:
+        return Graph()
+    cap = speeds[0] if nic_gbs is None else nic_gbs
+    index = next(i for i, s in enumerate(speeds) if s <= cap and (gpus + 1) * s <= nvlink_gbs)
+    intra = inter = speeds[index]
+    while index > 0 and inter < 2 * intra and speeds[index - 1] <= cap:
+        index -= 1
+        inter = speeds[index]
+    type_inter = PATH_PIX
+    return Graph(gpus, intra, inter, PATH_NVL, type_inter, 0.0, False, PATTERN_NVLS)
+
+
+def h100_node(gpus: int) -> Topology:
+    """``gpus`` H100s of one HGX node: rings and trees as on 8 (each GPU's 370.8 GB/s to the NVSwitch
+    carries 6 rings at 60 whatever the count, doubled to 12 x 30); NVLS with one head per GPU."""
+    return replace(H100_1NODE, n_ranks=gpus, max_local_ranks=gpus, nvls_support=gpus > 2,
+                   nvls=nvls_graph(gpus, SM90_INTRA_SPEEDS, H100_NVLINK_GBS))
+
+
+def h100_nodes(nodes: int, gpus: int, base: Topology = H100_2NODES) -> Topology:
+    """``nodes`` HGX H100 nodes with ``gpus`` GPUs each in the communicator (an estimate, as H100_2NODES
+    is): one ring per GPU and its NIC at 48 GB/s (NET a -> g GPUs -> NET b); ncclTopoDupChannels doubles
+    it to 2g x 24 where g <= 4 (search.cc:898-910: bwIntra < 50 keeps more than 4 channels); trees take
+    the ring's channel count (init.cc:858-859) and where doubled, pass 2 raises their bwIntra 24 -> 48,
+    stopping at 2 x bwInter (search.cc:1116-1119); NVLS one head per GPU through its NIC. Compute channels:
+    the rings doubled (connect.cc:452), again while bwIntra > 45 and under 16 (:466)."""
+    doubled = gpus <= 4
+    channels, bw = (2 * gpus, H100_NIC_PATH_GBS / 2) if doubled else (gpus, H100_NIC_PATH_GBS)
+    coll = 2 * channels * (2 if bw > 45.0 and 2 * channels < 16 else 1)
+    ring = replace(base.ring, n_channels=channels, bw_intra_gbs=bw, bw_inter_gbs=bw)
+    tree = replace(base.tree, n_channels=channels, bw_intra_gbs=2 * bw if doubled else bw, bw_inter_gbs=bw)
+    nvls = nvls_graph(gpus, SM90_INTER_SPEEDS, H100_NVLINK_GBS, H100_NIC_PATH_GBS)
+    nvls = replace(nvls, latency_inter_us=base.nvls.latency_inter_us) if nvls.n_channels else nvls
+    return replace(base, n_nodes=nodes, n_ranks=nodes * gpus, max_local_ranks=gpus, ring=ring, tree=tree,
+                   nvls=nvls, nvls_support=gpus > 2, coll_channels=min(coll, 32))
+
+
+def node_of(one: Topology, gpus: int) -> Topology:
+    """``gpus`` GPUs of a one-node preset whose search was not rerun for fewer (A100: no NVLS, and rings
+    and trees over NVSwitch do not depend on the count): the same graphs over fewer ranks."""
+    return replace(one, n_ranks=gpus, max_local_ranks=gpus)
+
+
+def nodes_sharing(many: Topology, nodes: int, gpus: int) -> Topology:
+    """``nodes`` x ``gpus`` of a multi-node preset whose search was derived for 8 GPUs a node only (an
+    estimate): the channels stay and get gpus/8 of the per-node network (each GPU brings its own NIC's
+    share), intra-node bandwidth too, which the tuner uses on two nodes: one GPU per node must not get
+    the whole node's network."""
+    share = min(1.0, gpus / 8)
+    scaled = {name: replace(getattr(many, name), bw_inter_gbs=getattr(many, name).bw_inter_gbs * share,
+                            bw_intra_gbs=getattr(many, name).bw_intra_gbs * share)
+              for name in ("ring", "tree", "nvls")}
+    return replace(many, n_nodes=nodes, n_ranks=nodes * gpus, max_local_ranks=gpus, **scaled)
+
+
+#: what each system's search builds for g GPUs on one node, and for N nodes of g GPUs
+BUILDERS = {
+    "hgx-h100": (h100_node, h100_nodes),
+    "aws-p5": (h100_node, partial(h100_nodes, base=H100_2NODES_EFA)),
+    "hgx-a100": (partial(node_of, A100_1NODE), partial(nodes_sharing, A100_2NODES_IB)),
+    "aws-p4de": (partial(node_of, A100_1NODE), partial(nodes_sharing, A100_2NODES_EFA4)),
+}

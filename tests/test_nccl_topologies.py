@@ -1,0 +1,82 @@
+"""The graphs NCCL's search builds for g < 8 GPUs of an HGX H100 node, worked by hand from v2.26.5-1's
+src/graph/search.cc (speeds :918-919, NVLS heads :975-983, TryNvls :386-409, DupChannels :898-910, pass 2
+:1105-1120), src/init.cc:858-859 (trees take the ring's channels), src/graph/connect.cc:452, 466 and
+src/transport/nvls.cc:157 (NVLS off at <= 2 GPUs). Expected values are arithmetic, not calls."""
+
+import pytest
+
+from costmodel.cost.nccl import choice, topology
+from costmodel.formulas import nccl_topologies as nx
+
+NVLINK = 18 * 20.6  # 370.8 GB/s per GPU to the NVSwitch
+
+
+def test_eight_gpus_reproduce_the_hand_derived_presets():
+    assert nx.h100_node(8) == nx.H100_1NODE
+    assert nx.h100_nodes(2, 8) == nx.H100_2NODES
+    assert nx.h100_nodes(2, 8, base=nx.H100_2NODES_EFA) == nx.H100_2NODES_EFA
+
+
+# gpus: (channels, bwIntra, bwInter) on one node. (g + 1) x s <= 370.8 over {60, 50, 40, ...}; pass 2 raises
+# bwInter towards 60 while it is below 2 x bwIntra.
+ONE_NODE_NVLS = {3: (3, 60.0, 60.0),   # 4 x 60 = 240
+                 4: (4, 60.0, 60.0),   # 5 x 60 = 300
+                 5: (5, 60.0, 60.0),   # 6 x 60 = 360
+                 6: (6, 50.0, 60.0),   # 7 x 60 = 420 > 370.8; 7 x 50 = 350; 50 < 100 -> 60
+                 7: (7, 40.0, 60.0),   # 8 x 50 = 400 > 370.8; 8 x 40 = 320; 40 -> 50 -> 60
+                 8: (8, 40.0, 60.0)}   # 9 x 40 = 360
+
+
+@pytest.mark.parametrize("gpus", sorted(ONE_NODE_NVLS))
+def test_one_node_nvls_has_a_head_per_gpu(gpus):
+    graph = nx.h100_node(gpus).nvls
+    assert (graph.n_channels, graph.bw_intra_gbs, graph.bw_inter_gbs) == ONE_NODE_NVLS[gpus]
+    assert (ONE_NODE_NVLS[gpus][0] + 1) * ONE_NODE_NVLS[gpus][1] <= NVLINK
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_nvls_is_off_at_two_gpus_or_fewer(gpus):
+    assert not nx.h100_node(gpus).nvls_support and nx.h100_node(gpus).nvls.n_channels == 0
+    assert not nx.h100_nodes(3, gpus).nvls_support
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 6])
+def test_rings_and_trees_on_one_node_do_not_depend_on_the_count(gpus):
+    topo = nx.h100_node(gpus)
+    assert (topo.ring, topo.tree, topo.n_ranks, topo.max_local_ranks) == (nx.H100_1NODE.ring, nx.H100_1NODE.tree,
+                                                                          gpus, gpus)
+
+
+# gpus: ring (channels, bw), tree (channels, bwIntra, bwInter), NVLS (channels, bwIntra, bwInter), compute channels
+MULTI_NODE = {
+    # one ring per GPU's NIC at 48; g <= 4 doubles to 2g x 24; trees doubled too, pass 2 raises bwIntra
+    # 24 -> 30 -> 40 -> 42 -> 45 -> 48 = 2 x 24; compute channels 2 x ring (bwIntra 24 is not > 45)
+    1: ((2, 24.0), (2, 48.0, 24.0), None, 4),
+    4: ((8, 24.0), (8, 48.0, 24.0), (4, 48.0, 48.0), 16),  # NVLS 5 x 48 = 240 <= 370.8
+    # g > 4: no doubling (bwIntra < 50 with more than 4 channels); compute 2 x 6 = 12 < 16 and 48 > 45: x 2
+    6: ((6, 48.0), (6, 48.0, 48.0), (6, 48.0, 48.0), 24),  # NVLS 7 x 48 = 336
+    7: ((7, 48.0), (7, 48.0, 48.0), (7, 45.0, 48.0), 28),  # NVLS 8 x 48 = 384 > 370.8; 8 x 45 = 360; -> 48
+}
+
+
+@pytest.mark.parametrize("gpus", sorted(MULTI_NODE))
+def test_multi_node_graphs_follow_the_nics(gpus):
+    ring, tree, nvls, coll = MULTI_NODE[gpus]
+    topo = nx.h100_nodes(3, gpus)
+    assert (topo.ring.n_channels, topo.ring.bw_intra_gbs, topo.ring.bw_inter_gbs) == (ring[0], ring[1], ring[1])
+    assert (topo.tree.n_channels, topo.tree.bw_intra_gbs, topo.tree.bw_inter_gbs) == tree
+    if nvls is None:
+        assert topo.nvls.n_channels == 0
+    else:
+        assert (topo.nvls.n_channels, topo.nvls.bw_intra_gbs, topo.nvls.bw_inter_gbs) == nvls
+    assert (topo.coll_channels, topo.n_ranks, topo.n_nodes, topo.max_local_ranks) == (coll, 3 * gpus, 3, gpus)
+
+
+def test_four_gpus_all_reduce_large_buffers_on_rings():
+    """4 GPUs: NVLS 4 heads x 60 = 240 GB/s bus, x 5/6 = 200 GB/s; ring 12 x 30 = 360 bus, x 4 / (2 x 3) =
+    240 GB/s: the tuner takes the ring, whose 1 GiB takes S / 240 GB/s plus its latency (tens of us)."""
+    size = 2**30
+    algo, proto, seconds = choice("hgx-h100", "all-reduce", size, 1, 4)
+    assert (algo, proto) == ("ring", "Simple")
+    assert size / 240e9 < seconds < size / 240e9 + 100e-6
+    assert topology("hgx-h100", 1, 8).nvls.n_channels == 8 and choice("hgx-h100", "all-reduce", size, 1, 8)[0] == "nvls"
