@@ -416,3 +416,20 @@ def test_the_readme_states_the_palm_check():
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["mfu"] == pytest.approx(mfu, rel=1e-12)
+
+
+def test_the_readme_states_what_eager_kernels_cost():
+    """The README's torchtitan eager figures are `step`'s, with --kernels eager (the profile's) and fused."""
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+
+    flags = ["--model", "llama3-8b", "--hardware", "h100-sxm", "--fsdp", "8", "--tokens", "16384",
+             "--framework", "torchtitan", "--json"]
+    eager, fused = (json.loads(CliRunner().invoke(app, ["step", *flags, *extra]).stdout)
+                    for extra in ([], ["--kernels", "fused"]))
+    assert (eager["kernels"], fused["kernels"]) == ("eager", "fused")
+    ratio = eager["breakdown"]["elementwise_s"] / fused["breakdown"]["elementwise_s"]
+    longer = eager["step_s"] / fused["step_s"] - 1
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert f"take {ratio:.2f}x their fused time and the step {longer:.1%} longer" in readme

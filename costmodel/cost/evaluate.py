@@ -91,10 +91,12 @@ def _collective(row):
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str | None = None,
              seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
-             p2p_overlap: str = "none", attention_kernel: str | None = None, fp8_casts: str = "te") -> Cost:
+             p2p_overlap: str = "none", attention_kernel: str | None = None, fp8_casts: str = "te",
+             kernels: str | None = None) -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model); attention's
     kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's; the data
-    axis's ``overlap`` (--data-overlap) likewise, else the framework's default (cost.step.data_overlap)."""
+    axis's ``overlap`` (--data-overlap) likewise, else the framework's default (cost.step.data_overlap); the
+    memory-bound ops' ``kernels`` (--kernels) else the framework's (fused without one)."""
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
     valid = True
@@ -122,6 +124,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
+                             kernels=kernels or (framework.kernels if framework is not None else "fused"),
                              framework_time=framework.time_on(hardware) if framework is not None else None,
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe))

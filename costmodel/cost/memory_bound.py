@@ -5,6 +5,11 @@ Under TP the F-wide and per-head ops are split t ways; the residual stream's (no
 MoE dispatch) only with sequence parallelism, which splits the tokens (without SP every TP rank repeats them).
 Full recomputation (and every K layers) reruns each forward op once; selective recomputation reruns only the
 attention core: math attention's softmax and dropout (flash attention keeps its softmax on chip).
+
+``kernels``: ``fused`` (Megatron-core and Transformer Engine's kernels; torch.compile fuses alike) or ``eager``
+(torchtitan's Llama code op by op in eager PyTorch: RoPE in fp32 complex, GQA's keys and values repeated,
+SwiGLU in two kernels, separate q/k/v and gate/up projections whose input gradients autograd sums, the loss on
+an fp32 copy; torch's rms_norm is one fused kernel on CUDA). MLA and routed experts keep the fused counts.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from costmodel.formulas import memory_bound as mb
 from costmodel.mathops import above_one, where
 from costmodel.parallel import expert
+
+KERNELS = ("fused", "eager")
 
 
 def _reruns(point) -> int:
@@ -23,14 +30,14 @@ def _stream(shape, point):
     return shape.width / point.tp if point.sp else shape.width
 
 
-def layer_bytes(shape, point, act_bytes):
+def layer_bytes(shape, point, act_bytes, kernels: str = "fused"):
     """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token. A MoE's
     layer is an MoE layer (its dense first layers, if any, are counted as such: a slight overcount)."""
-    r = _reruns(point)
+    r, eager = _reruns(point), kernels == "eager"
     if not shape.attention:  # the FFN stack: its nonlinearity only
         if shape.activation == "none":
             return 0
-        return _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r)
+        return _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r, eager)
     stream = _stream(shape, point)
     out = (shape.norms_per_layer * mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=r)
            + 2 * mb.residual_add_bytes(width=stream, act_bytes=act_bytes, reruns=r))
@@ -44,8 +51,11 @@ def layer_bytes(shape, point, act_bytes):
         out = out + mb.rotary_bytes(q_width=shape.heads * shape.rope_dim / point.tp, k_width=shape.rope_dim,
                                     act_bytes=act_bytes, reruns=r)
     elif not shape.learned_positions:
-        out = out + mb.rotary_bytes(q_width=shape.heads * shape.head_dim / point.tp,
-                                    k_width=shape.kv_heads * shape.head_dim / point.tp, act_bytes=act_bytes, reruns=r)
+        rotary = mb.rotary_complex_bytes if eager else mb.rotary_bytes
+        out = out + rotary(q_width=shape.heads * shape.head_dim / point.tp,
+                           k_width=shape.kv_heads * shape.head_dim / point.tp, act_bytes=act_bytes, reruns=r)
+    if eager and not shape.mla:
+        out = out + _eager_attention_extras(shape, point, act_bytes, r)
     if not point.flash:  # math attention: the softmax (and dropout) over a s scores, rerun by any recomputation
         core = 1 if point.recompute != "none" else 0
         heads = shape.heads / point.tp
@@ -54,12 +64,24 @@ def layer_bytes(shape, point, act_bytes):
             out = out + mb.attention_dropout_bytes(heads=heads, seq_len=shape.seq_len, act_bytes=act_bytes,
                                                    reruns=core)
     if not shape.moe:
-        return out + _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r)
+        return out + _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r, eager, shape.width)
     routed = shape.expert_width * shape.top_k * expert.routed_factor(shape, point) / expert.expert_tp(point)
     out = out + _mlp(routed, shape.gated, act_bytes, r) + mb.token_routing_bytes(
         width=stream, top_k=shape.top_k, act_bytes=act_bytes, reruns=r)
     if shape.shared_width:
-        out = out + _mlp(shape.shared_width / point.tp, shape.gated, act_bytes, r)
+        out = out + _mlp(shape.shared_width / point.tp, shape.gated, act_bytes, r, eager, shape.width)
+    return out
+
+
+def _eager_attention_extras(shape, point, act_bytes, reruns):
+    """What eager attention adds to the fused count: GQA's repeated keys and values (where heads exceed KV heads)
+    and the sum of the q, k and v projections' input gradients (the full D: the layer's gathered input)."""
+    out = mb.input_grad_sum_bytes(width=shape.width, consumers=3, act_bytes=act_bytes)
+    if shape.kv_heads < shape.heads:
+        local_kv = shape.kv_heads / point.tp
+        out = out + mb.repeat_kv_bytes(q_width=shape.heads * shape.head_dim / point.tp,
+                                       k_width=local_kv * shape.head_dim, act_bytes=act_bytes, reruns=reruns,
+                                       copied=where(above_one(local_kv), 1, 0))
     return out
 
 
@@ -112,20 +134,25 @@ def _fp8_mlp_widths(shape, point) -> list:
     return [(gate * w, w) for w in widths]
 
 
-def _mlp(width, gated: bool, act_bytes, reruns):
+def _mlp(width, gated: bool, act_bytes, reruns, eager: bool = False, input_width=0):
+    """An MLP's nonlinearity; eager and gated: two kernels, and (with ``input_width``: a dense MLP's D) the sum of
+    the gate and up projections' input gradients."""
+    if gated and eager:
+        return (mb.glu_eager_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)
+                + mb.input_grad_sum_bytes(width=input_width, consumers=2, act_bytes=act_bytes))
     if gated:
         return mb.glu_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)
     return mb.activation_bytes(mlp_width=width, act_bytes=act_bytes, reruns=reruns)
 
 
-def ends_bytes(shape, point, act_bytes):
+def ends_bytes(shape, point, act_bytes, kernels: str = "fused"):
     """The model's ends on the stage that runs them, per token: the final norm and the cross-entropy over the
-    vocabulary (split t ways when vocab-parallel) on the last stage, and the embedding's lookup with one stage.
+    vocabulary (split t ways when vocab-parallel; eager: on an fp32 copy) on the last stage, and the embedding's lookup with one stage.
     (With a pipeline the step counts the last stage's: it runs the output layer, and sets the pace.)"""
     if not shape.attention:
         return 0
     stream = _stream(shape, point)
     vocab = shape.vocab / point.tp if point.tp_ends == "vocab-parallel" else shape.vocab
-    out = (mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=0)
-           + mb.cross_entropy_bytes(vocab=vocab, act_bytes=act_bytes))
+    loss = mb.cross_entropy_upcast_bytes if kernels == "eager" else mb.cross_entropy_bytes
+    out = mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=0) + loss(vocab=vocab, act_bytes=act_bytes)
     return out + where(above_one(point.pp), 0, mb.embedding_bytes(width=stream, act_bytes=act_bytes))

@@ -67,6 +67,7 @@ class StepTime:
     optimizer_s: object = 0  # the optimizer step of the device with the most parameters to update (HBM-bound)
     overlap_why: str = ""  # whose choice the data-axis overlap is (--data-overlap, the framework's default, ...)
     fp8_casts: str = "te"  # with precision fp8: te (cast kernels counted) or fused
+    kernels: str = "fused"  # the memory-bound ops: fused kernels or eager PyTorch (cost/memory_bound.py)
 
     @property
     def modelled_critical_s(self):
@@ -149,7 +150,7 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
               p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
-              optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te") -> StepTime:
+              optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused") -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
@@ -163,6 +164,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         raise CostModelError(f"--precision {shown(precision)}: use bf16 or fp8")
     if fp8_casts not in FP8_CASTS:
         raise CostModelError(f"--fp8-casts {shown(fp8_casts)}: use te or fused")
+    if kernels not in memory_bound.KERNELS:
+        raise CostModelError(f"--kernels {shown(kernels)}: use fused or eager")
     if precision == "fp8" and (hardware.step_model.fp8_efficiency is None or
                                getattr(hardware.peak_flops, "fp8", None) is None):
         raise CostModelError(f"{hardware.name} has no fp8 step model (needs an fp8 peak and step_model.fp8_efficiency)")
@@ -195,10 +198,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
-    layer = memory_bound.layer_bytes(shape, point, recipe.activation_bytes)
+    layer = memory_bound.layer_bytes(shape, point, recipe.activation_bytes, kernels)
     if precision == "fp8" and fp8_casts == "te":  # Transformer Engine's casts of each linear layer's operands
         layer = layer + memory_bound.fp8_cast_bytes(shape, point, recipe.activation_bytes)
-    per_token = layer * most_layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes)
+    per_token = layer * most_layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes, kernels)
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
                                  hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
                                  efficiency=hardware.step_model.hbm_efficiency)
@@ -238,7 +241,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     return StepTime(matmul, elementwise, by_axis["tp"], by_axis["cp"], by_axis["pp"], by_axis["data"], exposed,
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
-                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts)
+                    expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts,
+                    kernels)
 
 
 def _overlap_name(overlap) -> str:

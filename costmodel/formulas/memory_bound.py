@@ -101,6 +101,55 @@ def cross_entropy_bytes(*, vocab, act_bytes):
     return (48 + 2 * act_bytes) * vocab
 
 
+# --- PyTorch eager: the ops torchtitan's Llama code (pytorch/torchtitan@238fa995 models/llama3/model/model.py)
+# dispatches, one kernel each (tests/test_torch_eager_bytes.py counts them with a dispatch mode) ---
+
+
+def rotary_complex_bytes(*, q_width, k_width, act_bytes, reruns):
+    """RoPE as complex multiplication in fp32 (apply_rotary_emb: ``view_as_complex(x.float() ...) * freqs_cis``,
+    then ``.type_as(x)``): forward casts up (read b, write 4), multiplies (read 4, write 4) and casts down (read 4,
+    write b); backward the same three in reverse. The table of angles (s x d_h / 2 complex, shared by the batch's
+    sequences) is left out:
+
+        (2 b + 16) (2 + r) (q + k)"""
+    return (2 * act_bytes + 16) * (2 + reruns) * (q_width + k_width)
+
+
+def repeat_kv_bytes(*, q_width, k_width, act_bytes, reruns, copied=1):
+    """GQA's keys and values repeated to every query head before the attention kernel (repeat_kv: expand, then
+    reshape): forward copies, reading k and writing q elements for each of the two, unless a rank holds one KV
+    head (``copied`` = 0: the reshape of a single head is a view); backward sums each gradient back over the
+    repeats (read q, write k):
+
+        2 ((1 + r) c + 1) (q + k) b"""
+    return 2 * ((1 + reruns) * copied + 1) * (q_width + k_width) * act_bytes
+
+
+def glu_eager_bytes(*, mlp_width, act_bytes, reruns):
+    """SwiGLU as ``silu(w1(x)) * w3(x)``: forward silu (read F, write F) and the product (read 2 F, write F);
+    backward the product's two input gradients (read 2 F, write F each) and silu_backward (read 2 F, write F):
+
+        (5 (1 + r) + 9) F b"""
+    return (5 * (1 + reruns) + 9) * mlp_width * act_bytes
+
+
+def input_grad_sum_bytes(*, width, consumers, act_bytes):
+    """Autograd sums the gradients of a tensor that ``consumers`` separate ops read (q, k and v projections of the
+    same input; an MLP's gate and up projections): consumers - 1 adds, each reading two and writing one:
+
+        3 (c - 1) W b"""
+    return 3 * (consumers - 1) * width * act_bytes
+
+
+def cross_entropy_upcast_bytes(*, vocab, act_bytes):
+    """cross_entropy on an fp32 copy of the logits (``pred.float()``): forward the cast (read b, write 4) and
+    log_softmax (read 4, write 4; nll_loss gathers a token's one value); backward nll_loss_backward's gradient
+    (write 4), log_softmax_backward (read 8, write 4) and the cast back (read 4, write b):
+
+        (2 b + 32) V"""
+    return (2 * act_bytes + 32) * vocab
+
+
 def fp8_cast_transpose_bytes(*, width, act_bytes):
     """Transformer Engine's fused fp8 cast of a GEMM operand of ``width`` elements per token, with the transpose
     the other pass's GEMM needs: reads it (b) and writes the fp8 copy and its fp8 transpose (1 + 1); amax is

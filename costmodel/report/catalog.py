@@ -103,6 +103,7 @@ def frameworks(as_json: bool) -> None:
         named = [k for k in terms if f[k]]
         named += [f"loss_upcast ({f['loss_upcast']})"] if f["loss_upcast"] != "none" else []
         named += ["foreach optimizer"] if f["optimizer_step"] == "foreach" else []
+        named += ["eager kernels"] if f["kernels"] == "eager" else []
         named += [f"gradients reduced in {f['reduce_dtype']}"] if f["reduce_dtype"] else []
         named += [f"ZeRO-1 {f['zero1_reduce']}"] if f["zero1_reduce"] != "reduce-scatter" else []
         named += [f"ZeRO stages {'/'.join(map(str, f['zero_stages']))}"] if f["zero_stages"] else []

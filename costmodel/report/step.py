@@ -36,7 +36,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
             "hfu": b.hfu, "placement": cost.point.placement,
-            "precision": b.precision, "fp8_casts": b.fp8_casts if b.precision == "fp8" else None,
+            "precision": b.precision, "fp8_casts": b.fp8_casts if b.precision == "fp8" else None, "kernels": b.kernels,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
@@ -81,7 +81,8 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     notes = {"matmul_s": f"{gemms} at {b.matmul_efficiency:.1%} of dense peak{experts}",
              "attention_s": f"flash attention ({literal(b.attention_kernel or '')}, causal{documents}) at "
                             + " / ".join(f"{r / 1e12:,.0f}" for r in b.attention_rates or ()) + " TFLOP/s fwd / bwd",
-             "elementwise_s": "norms, RoPE, SwiGLU, residual adds, cross-entropy, ... (HBM, op by op)" + (
+             "elementwise_s": "norms, RoPE, SwiGLU, residual adds, cross-entropy, ... (HBM, op by op"
+                              + ("; eager PyTorch's kernels" if b.kernels == "eager" else "") + ")" + (
                  {"te": "; Transformer Engine's fp8 casts", "fused": "; fp8 casts fused (--fp8-casts fused)"}[b.fp8_casts]
                  if b.precision == "fp8" else ""),
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",

@@ -53,6 +53,9 @@ class Framework(Spec):
     attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")
+    kernels: Literal["fused", "eager"] = field(
+        "fused", description="its memory-bound ops: fused kernels (Megatron-core, Transformer Engine, "
+        "torch.compile) or eager PyTorch, op by op (torchtitan's Llama code; cost/memory_bound.py)")
     ddp_buckets: bool = field(False, description="DDP's gradient buckets when the data axis does not shard state")
     zero1_gather: bool = field(False, description="ZeRO-1/2's flat all-gather buffers during the step")
     loss_upcast: Literal["none", "copy", "in-place"] = field(
@@ -240,6 +243,7 @@ FRAMEWORKS: dict[str, Framework] = {
             data_overlap_source="FSDP2 prefetches each block's all-gather and reduce-scatters on its own streams "
             "(torch distributed/fsdp/_fully_shard/_fsdp_param_group.py)",
             attention_kernel="cudnn",  # SDPA with cuDNN attention first (models/attention.py L169-199)
+            kernels="eager",  # compile = false in its train configs (models/llama3/train_configs/llama3_8b.toml)
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "
