@@ -25,6 +25,7 @@ tests/test_step_nanotron.py, not restated.
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 import sys
 from dataclasses import dataclass
@@ -158,6 +159,30 @@ def error_band(sample, x) -> tuple[float, float]:
     return pick(0.05), pick(0.95)
 
 
+def stall_ratio() -> float:
+    """measured / predicted beyond which a run counts as stalled: where the fit's loss stops growing."""
+    return round(math.exp(CAP), 3)
+
+
+def stalled(run: Run, x) -> bool:
+    return run.measured > stall_ratio() * predict(run, x)
+
+
+def steady_band(sample, x) -> tuple[float, float]:
+    """error_band over the runs that did not stall."""
+    return error_band([r for r in sample if not stalled(r, x)], x)
+
+
+def stall_table(every, x) -> list[tuple[bool, int, int, int]]:
+    """(pipelined, nodes, stalled, runs) over every run of the sweep, the left-out 64-node runs included."""
+    groups: dict = {}
+    for r in every:
+        key = (r.layout.pp > 1, r.nodes)
+        done, total = groups.get(key, (0, 0))
+        groups[key] = (done + stalled(r, x), total + 1)
+    return [(p, n, done, total) for (p, n), (done, total) in sorted(groups.items())]
+
+
 def main(argv: list[str]) -> None:
     every = runs(Path(argv[0]) if argv else DATA)
     sample = [r for r in every if r.nodes < LEFT_OUT_NODES]
@@ -171,6 +196,13 @@ def main(argv: list[str]) -> None:
     print(f"in-sample: median |error| {median_abs(errs):.1%}; within 10%: {within(errs, .1):.0%}, "
           f"within 25%: {within(errs, .25):.0%}")
     print("error band (5th, 95th percentile of predicted / measured - 1): {:+.3f}, {:+.3f}".format(*error_band(sample, x)))
+    steady = [r for r in sample if not stalled(r, x)]
+    print(f"stalled (measured > {stall_ratio()} x predicted): {len(sample) - len(steady)} of {len(sample)} fitted runs; "
+          "the others' band: {:+.3f}, {:+.3f}, median |error| {:.1%}".format(*steady_band(sample, x),
+                                                                          median_abs(errors(steady, x))))
+    for pipelined in (False, True):
+        print(f"  stalls {'with' if pipelined else 'without'} a pipeline, by nodes: " + ", ".join(
+            f"{n}: {done}/{total}" for p, n, done, total in stall_table(every, x) if p == pipelined))
     for held in ("1B", "3B"):
         other = fit([r for r in sample if r.model != held])
         test = [r for r in sample if r.model == held]

@@ -80,6 +80,9 @@ def test_step_json_has_the_framework_part_and_its_band():
     assert data["step_s_low"] == pytest.approx(data["step_s"] / (1 + T.error_high), rel=1e-12)
     assert data["step_s_high"] == pytest.approx(data["step_s"] / (1 + T.error_low), rel=1e-12)
     assert data["overlaps"]["data"] == "none"  # the fitted time's data traffic is unoverlapped, whatever --data-overlap says
+    # 8 GPUs: one node, no pipeline; the range of the runs that did not stall
+    assert data["stall_rate"] == {"pipelined": False, "nodes": 1, "stalled": 0, "runs": 21}
+    assert data["step_s_steady_high"] == pytest.approx(data["step_s"] / (1 + T.steady_low), rel=1e-12)
 
 
 def test_other_frameworks_have_no_fitted_time():
@@ -122,6 +125,18 @@ def test_the_fit_reproduces_the_shipped_constants_and_the_readme_figures():
             f"ms per TP rank") in flat
     assert f"adds {T.data_factor:.2f} x its modelled time" in flat
     assert f"percentiles, {T.error_low:.0%} to {T.error_high:+.0%})" in flat
+    assert T.stall_ratio == f.stall_ratio()
+    assert [(s.pipelined, s.nodes, s.stalled, s.runs) for s in T.stalls] == f.stall_table(every, shipped)
+    assert f.steady_band(sample, shipped) == pytest.approx((T.steady_low, T.steady_high), abs=1.5e-3)
+    steady = [r for r in sample if not f.stalled(r, shipped)]
+    assert (f"{len(sample) - len(steady)} of the {len(sample)} ran more than {T.stall_ratio:g}x the prediction" in flat
+            and f"lie within {T.steady_low:+.1%} to {T.steady_high:+.1%} (median |error| "
+            f"{f.median_abs(f.errors(steady, shipped)):.1%})" in flat)
+    table = {(s.pipelined, s.nodes): s for s in T.stalls}
+    assert (f"pipelined: {table[True, 1].stalled} of {table[True, 1].runs} runs on one node, {table[True, 32].stalled} "
+            f"of {table[True, 32].runs} on 32; without a pipeline "
+            f"{sum(s.stalled for s in T.stalls if not s.pipelined and s.nodes < 64)} of "
+            f"{sum(s.runs for s in T.stalls if not s.pipelined and s.nodes < 64)} up to 32 nodes") in flat
     far = [r for r in every if r.nodes >= f.LEFT_OUT_NODES]
     assert f"The {len(far)} runs on 64 nodes are left out: they ran {f.slowdown_text(far, shipped)}" in \
         " ".join(readme.split())

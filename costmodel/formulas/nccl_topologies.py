@@ -3,6 +3,14 @@
 Each preset is a ``nccl_tuner.Topology`` derived by hand from ``src/graph/search.cc`` and friends,
 every value with the code lines that give it; multi-node graphs are estimates (marked). The model
 that reads them is ``nccl_tuner.py``; the hardware specs name them (``[nccl] topology``, cost/nccl.py).
+
+Published NCCL_DEBUG=INFO logs agree with the channel counts (not a fit: no bandwidth is read from them):
+1 x 8 H100 "24 coll channels, 16 nvls channels" (AWS p5, the aws-samples EKS nccl-tests README); 2 x 8 HGX
+H100 on 8 CX-7 IB, NCCL 2.26.2, "16 coll channels, ... 16 nvls channels", 8 NVLS heads, 8 rings each leaving
+the node at a different GPU and doubled (NVIDIA/nccl-tests#319); 1 x 4 "Channel 00/24" (pytorch/torchtitan#1570);
+2 x 2 H20 (same NVLink and PCIe as H100) "Pattern 4, crossNic 1, nChannels 4, bw 24.000000/24.000000" and "8 coll
+channels, 0 collnet channels, 0 nvls channels" (NVIDIA/nccl#1189): the rings doubled to 2g x 24 and NVLS off at
+2 GPUs, as h100_nodes derives.
 """
 
 from dataclasses import replace

@@ -127,9 +127,10 @@ def _toml_value(value) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def template(spec, header: str, first: str = "") -> str:
+def template(spec, header: str, first: str = "", prefix: str = "") -> str:
     """A commented TOML file of ``spec``'s fields (a flat pydantic spec): each field's description as a
-    comment, the example's value as the value; unset optional fields commented out."""
+    comment, the example's value as the value; unset optional fields commented out; a nested spec as its table
+    and a list of them as an array of tables (``prefix``: the dotted name of the table being written)."""
     lines = [f"# {line}" for line in header.splitlines()] + [""] + ([first] if first else [])
     tables = []
     for name, info in type(spec).model_fields.items():
@@ -142,7 +143,12 @@ def template(spec, header: str, first: str = "") -> str:
         elif isinstance(value, list) and all(isinstance(v, (bool, int, float, str)) for v in value):
             lines.append(f"{name} = [{', '.join(_toml_value(v) for v in value)}]{note}")
         elif hasattr(value, "model_fields"):  # a nested spec: its own table after the flat fields
-            tables.append(f"\n[{name}]{note}\n" + template(value, "").lstrip("\n").removeprefix("# \n"))
+            tables.append(f"\n[{prefix}{name}]{note}\n"
+                          + template(value, "", prefix=f"{prefix}{name}.").lstrip("\n").removeprefix("# \n"))
+        elif isinstance(value, list) and all(hasattr(v, "model_fields") for v in value):  # an array of tables
+            tables.extend(f"\n[[{prefix}{name}]]{note if i == 0 else ''}\n"
+                          + template(v, "", prefix=f"{prefix}{name}.").lstrip("\n").removeprefix("# \n")
+                          for i, v in enumerate(value))
     return "\n".join(lines) + "\n" + "".join(tables)
 
 

@@ -33,6 +33,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
     return {"model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
             "framework": profile_name(cost.framework), "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
+            **_stalls(cost, hardware),
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
             "hfu": b.hfu, "placement": cost.point.placement,
@@ -46,6 +47,18 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
             **_memory(cost, hardware)}
+
+
+def _stalls(cost, hardware) -> dict:
+    """A fitted framework time's record of stalls: the range of its runs that did not stall and, of its measured
+    runs nearest this layout's node count (with or without a pipeline, as this layout), how many stalled."""
+    ft = cost.framework.time_on(hardware) if cost.framework is not None else None
+    if ft is None or ft.stall_ratio is None or cost.shape.moe:
+        return {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None}
+    step_s, domain = cost.step.step_s, hardware.network[0].domain_size or 1
+    rate = ft.stall_rate(cost.point.pp > 1, -(-cost.step.devices // domain))
+    return {"step_s_steady_low": step_s / (1 + ft.steady_high), "step_s_steady_high": step_s / (1 + ft.steady_low),
+            "stall_rate": rate.model_dump() if rate is not None else None}
 
 
 def _memory(cost, hardware) -> dict:
@@ -118,6 +131,13 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         low, high = errors(hardware, b.precision, cost.shape.moe, cost.framework)
         out.print(f"{literal(cost.framework.name)}'s time: {literal(cost.framework.time.fitted_on)}. Range: 90% of those runs "
                   f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")
+        if data["stall_rate"]:
+            ft, rate = cost.framework.time, data["stall_rate"]
+            out.print(f"Stalls: {rate['stalled']} of its {rate['runs']} measured runs on {rate['nodes']} nodes "
+                      f"{'with' if rate['pipelined'] else 'without'} a pipeline ({rate['stalled'] / rate['runs']:.0%}) "
+                      f"took over {ft.stall_ratio:g}x the prediction; 90% of the runs that did not stall measured "
+                      f"{_s(data['step_s_steady_low'])} - {_s(data['step_s_steady_high'])} s "
+                      f"({ft.steady_low:+.1%} to {ft.steady_high:+.1%})")
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         out.print(f"Range: the step times the fit's rows measured (held out and fitted), relative to their predictions "

@@ -16,6 +16,16 @@ from costmodel.specs.base import Name, Spec, Text, elements, field
 MiB = 2**20
 
 
+class Stalls(Spec):
+    """Of a framework's measured runs at one node count, with or without a pipeline, how many stalled: ran more
+    than ``FrameworkTime.stall_ratio`` x the fitted prediction."""
+
+    pipelined: bool
+    nodes: Annotated[int, field(ge=1, le=2**20)]
+    stalled: Annotated[int, field(ge=0, le=2**20)]
+    runs: Annotated[int, field(ge=1, le=2**20)]
+
+
 class FrameworkTime(Spec):
     """What a framework adds to the step time beyond the hardware's step model (kernels as fast as the
     recipes the hardware was fitted on, DDP traffic overlapped), fitted on the framework's measured runs.
@@ -40,7 +50,22 @@ class FrameworkTime(Spec):
         description="5th percentile of predicted / measured - 1 over the fitted runs")
     error_high: Annotated[float, field(ge=0, le=10)] = field(
         description="95th percentile of predicted / measured - 1 over the fitted runs")
+    stall_ratio: Annotated[float, field(gt=1, le=100)] | None = field(
+        None, description="measured / predicted beyond which a run counts as stalled (the fit's cap on |log error|)")
+    steady_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
+        None, description="5th percentile of predicted / measured - 1 over the fitted runs that did not stall")
+    steady_high: Annotated[float, field(ge=0, le=10)] | None = field(
+        None, description="95th percentile of predicted / measured - 1 over the fitted runs that did not stall")
+    stalls: list[Stalls] = field(
+        default_factory=list, description="how many of its measured runs stalled, by node count and pipeline")
     fitted_on: Text = ""
+
+    def stall_rate(self, pipelined: bool, nodes) -> Stalls | None:
+        """The measured runs' stalls nearest ``nodes`` from below (else the smallest count), with or without a
+        pipeline; None without such runs."""
+        rows = sorted((s for s in self.stalls if s.pipelined == pipelined), key=lambda s: s.nodes)
+        below = [s for s in rows if s.nodes <= nodes]
+        return below[-1] if below else (rows[0] if rows else None)
 
 
 class Framework(Spec):
@@ -145,6 +170,10 @@ class Framework(Spec):
 _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the Ultra-Scale Playbook's bench branch)"
 #: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
 #: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
+#: (pipelined, nodes, stalled, runs) over the whole sweep, 64 nodes included: benchmarks/fit_step_nanotron.py
+_NANOTRON_STALLS = [(False, 1, 0, 21), (False, 2, 0, 54), (False, 4, 3, 37), (False, 8, 4, 36), (False, 16, 5, 81),
+                    (False, 32, 1, 63), (False, 64, 25, 41), (True, 1, 2, 35), (True, 2, 4, 61), (True, 4, 14, 105),
+                    (True, 8, 20, 156), (True, 16, 38, 185), (True, 32, 43, 143), (True, 64, 87, 107)]
 _FITTED = dict(activation_factor=1.21, reserve_bytes=196_806_902, error_low=-0.279, error_high=0.2)
 _BORROWED = "nanotron's runs, borrowed (no measured runs of this framework in shared/data/training-runs)"
 _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
@@ -176,7 +205,8 @@ FRAMEWORKS: dict[str, Framework] = {
             time=FrameworkTime.builtin(
                 hardware="h100-sxm", kernel_factor=1.04, layer_floor_s=0.004407, pipeline_tp_rank_s=0.002069,
                 data_factor=3.578,
-                error_low=-0.883, error_high=0.313,
+                error_low=-0.883, error_high=0.313, stall_ratio=2.014, steady_low=-0.335, steady_high=0.327,
+                stalls=[Stalls.builtin(pipelined=p, nodes=n, stalled=k, runs=t) for p, n, k, t in _NANOTRON_STALLS],
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 3.9x slower than predicted, are "
                 "left out), on h100-sxm's step model"),
