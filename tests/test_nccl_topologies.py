@@ -41,10 +41,25 @@ def test_nvls_is_off_at_two_gpus_or_fewer(gpus):
 
 
 @pytest.mark.parametrize("gpus", [2, 4, 6])
-def test_rings_and_trees_on_one_node_do_not_depend_on_the_count(gpus):
+def test_rings_on_one_node_do_not_depend_on_the_count(gpus):
     topo = nx.h100_node(gpus)
     assert (topo.ring, topo.tree, topo.n_ranks, topo.max_local_ranks) == (nx.H100_1NODE.ring, nx.H100_1NODE.tree,
                                                                           gpus, gpus)
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4])
+@pytest.mark.parametrize("tree_gbs", [40.0, 60.0])
+def test_faster_trees_on_few_gpus_would_change_no_choice(gpus, tree_gbs):
+    """The trees are kept as on 8 GPUs (12 x 30); on 2 to 4 the search may find 12 chains at 40 or 60. Either way
+    the tuner picks the same algorithm and protocol, with the same time, at every size from 1 KiB to 2 GiB."""
+    from dataclasses import replace
+
+    from costmodel.formulas import nccl_tuner as nt
+
+    kept = nx.h100_node(gpus)
+    faster = replace(kept, tree=replace(kept.tree, bw_intra_gbs=tree_gbs, bw_inter_gbs=tree_gbs))
+    for size in (2**k for k in range(10, 32)):
+        assert nt.choose("all_reduce", size, kept) == nt.choose("all_reduce", size, faster)
 
 
 # gpus: ring (channels, bw), tree (channels, bwIntra, bwInter), NVLS (channels, bwIntra, bwInter), compute channels

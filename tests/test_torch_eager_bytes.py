@@ -81,7 +81,8 @@ def test_loss_on_an_fp32_copy(vocab):
 def test_llama3_8b_eager_wiring_by_hand():
     """cost/memory_bound.py on Llama 3 8B (D 4096, 32/8 heads of 128, F 14336, V 128256), bf16, one device: eager
     adds RoPE 40 - 8 B on q + k = 5120, repeats 2 x 2 x 5120 x 2, the q/k/v and gate/up gradient sums 3 x 2 x 4096
-    x 2 + 3 x 4096 x 2, SwiGLU 28 - 16 B on 14336; the loss on the fp32 copy takes 36 B per logit, not 52."""
+    x 2 + 3 x 4096 x 2, SwiGLU 28 - 16 B on 14336, torch's norms' second backward kernel 2 x 4096 x 2 each (two a
+    layer, one at the end); the loss on the fp32 copy takes 36 B per logit, not 52."""
     from costmodel.cost import memory_bound as wiring
     from costmodel.cost.point import Point
     from costmodel.cost.shape import Shape
@@ -89,9 +90,27 @@ def test_llama3_8b_eager_wiring_by_hand():
 
     shape, point = Shape.of(load_model("llama3-8b")), Point(tokens=8192)
     layer = wiring.layer_bytes(shape, point, 2, "eager") - wiring.layer_bytes(shape, point, 2, "fused")
-    assert layer == 32 * 5120 + 40960 + 49152 + 24576 + 12 * 14336
+    assert layer == 32 * 5120 + 40960 + 49152 + 24576 + 12 * 14336 + 2 * 16384
     ends = wiring.ends_bytes(shape, point, 2, "eager") - wiring.ends_bytes(shape, point, 2, "fused")
-    assert ends == (36 - 52) * 128256
+    assert ends == (36 - 52) * 128256 + 16384
     tp8 = Point(tokens=8192, tp=8, sp=True)  # one KV head a rank: the repeat is a view, only its gradient sums
     layer8 = wiring.layer_bytes(shape, tp8, 2, "eager") - wiring.layer_bytes(shape, tp8, 2, "fused")
-    assert layer8 == 32 * 640 + 2 * 640 * 2 + 49152 + 24576 + 12 * 14336 / 8
+    assert layer8 == 32 * 640 + 2 * 640 * 2 + 49152 + 24576 + 12 * 14336 / 8 + 2 * 16384 / 8  # SP: norms on D / 8
+
+
+@pytest.mark.parametrize("recompute", ["none", "every:4"])
+def test_eager_step_in_letters_evaluates_to_the_numbers(recompute):
+    """The same wiring with letters for the shape and layout (cost/symbolic.py): GQA's switch and every:K's
+    recomputed layers stay expressions, and evaluate to the numeric step."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.cost.symbolic import at, formula
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    model, recipe, hardware = load_model("llama3-8b"), load_recipe("megatron"), load_hardware("h100-sxm")
+    kind, _, every = recompute.partition(":")
+    layout = Layout(fsdp=8, tp=2, sp=True, tokens=8192, recompute=kind,
+                    **({"recompute_layers": int(every)} if every else {}))
+    lettered = formula(model, recipe, layout, hardware, kernels="eager")
+    numeric = evaluate_layout(model, recipe, layout, hardware, kernels="eager")
+    assert at(lettered.cost.step.elementwise_s, lettered.values) == pytest.approx(numeric.step.elementwise_s, rel=1e-9)

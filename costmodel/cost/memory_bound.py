@@ -9,7 +9,8 @@ attention core: math attention's softmax and dropout (flash attention keeps its 
 ``kernels``: ``fused`` (Megatron-core and Transformer Engine's kernels; torch.compile fuses alike) or ``eager``
 (torchtitan's Llama code op by op in eager PyTorch: RoPE in fp32 complex, GQA's keys and values repeated,
 SwiGLU in two kernels, separate q/k/v and gate/up projections whose input gradients autograd sums, the loss on
-an fp32 copy; torch's rms_norm is one fused kernel on CUDA). MLA and routed experts keep the fused counts.
+an fp32 copy; torch's rms_norm is one fused kernel forward, two backward on CUDA). MLA and routed experts keep
+the fused counts.
 """
 
 from __future__ import annotations
@@ -25,27 +26,41 @@ def _reruns(point) -> int:
     return 1 if point.recompute in ("full", "every") else 0
 
 
+def recompute_split(of_layer, shape, point, layers, act_bytes, *args):
+    """``of_layer``'s bytes (:func:`layer_bytes`, :func:`fp8_cast_bytes`) over ``layers`` layers of which the
+    recomputed ones (all under full, floor(layers / K) under every:K: cost.stage.recomputed_layers) rerun
+    their forward ops once and the others do not."""
+    from costmodel.cost.stage import recomputed_layers
+
+    plain = of_layer(shape, point, act_bytes, *args, reruns=0)
+    again = recomputed_layers(layers, point)
+    if isinstance(again, int) and again == 0:
+        return plain * layers
+    return plain * layers + (of_layer(shape, point, act_bytes, *args, reruns=1) - plain) * again
+
+
 def _stream(shape, point):
     """The residual stream's elements per token on one device: D, split t ways only under SP."""
     return shape.width / point.tp if point.sp else shape.width
 
 
-def layer_bytes(shape, point, act_bytes, kernels: str = "fused"):
-    """One layer's memory-bound ops, forward and backward (and full recomputation's rerun), per token. A MoE's
-    layer is an MoE layer (its dense first layers, if any, are counted as such: a slight overcount)."""
-    r, eager = _reruns(point), kernels == "eager"
+def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None):
+    """One layer's memory-bound ops, forward and backward (and, ``reruns`` = 1, a recomputed forward; None: as
+    the point's recompute mode has every layer), per token. A MoE's layer is an MoE layer (its dense first
+    layers, if any, are counted as such: a slight overcount)."""
+    r, eager = _reruns(point) if reruns is None else reruns, kernels == "eager"
     if not shape.attention:  # the FFN stack: its nonlinearity only
         if shape.activation == "none":
             return 0
         return _mlp(shape.mlp_width / point.tp, shape.gated, act_bytes, r, eager)
-    stream = _stream(shape, point)
-    out = (shape.norms_per_layer * mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=r)
+    stream, norm = _stream(shape, point), mb.torch_norm_bytes if eager else mb.norm_bytes
+    out = (shape.norms_per_layer * norm(width=stream, act_bytes=act_bytes, reruns=r)
            + 2 * mb.residual_add_bytes(width=stream, act_bytes=act_bytes, reruns=r))
     if shape.dropout:  # after attention and after the MLP, fused into the residual add
         out = out + 2 * mb.dropout_mask_bytes(width=stream, reruns=r)
     if shape.qk_norm:
-        out = out + mb.norm_bytes(width=(shape.heads + shape.kv_heads) * shape.head_dim / point.tp,
-                                  act_bytes=act_bytes, reruns=r)
+        out = out + norm(width=(shape.heads + shape.kv_heads) * shape.head_dim / point.tp, act_bytes=act_bytes,
+                         reruns=r)
     if shape.mla:  # the latents' norms (replicated across TP); RoPE on d_r of each query head and the shared key
         out = out + mb.norm_bytes(width=shape.kv_rank + shape.q_rank, act_bytes=act_bytes, reruns=r)
         out = out + mb.rotary_bytes(q_width=shape.heads * shape.rope_dim / point.tp, k_width=shape.rope_dim,
@@ -76,16 +91,14 @@ def layer_bytes(shape, point, act_bytes, kernels: str = "fused"):
 def _eager_attention_extras(shape, point, act_bytes, reruns):
     """What eager attention adds to the fused count: GQA's repeated keys and values (where heads exceed KV heads)
     and the sum of the q, k and v projections' input gradients (the full D: the layer's gathered input)."""
-    out = mb.input_grad_sum_bytes(width=shape.width, consumers=3, act_bytes=act_bytes)
-    if shape.kv_heads < shape.heads:
-        local_kv = shape.kv_heads / point.tp
-        out = out + mb.repeat_kv_bytes(q_width=shape.heads * shape.head_dim / point.tp,
-                                       k_width=local_kv * shape.head_dim, act_bytes=act_bytes, reruns=reruns,
-                                       copied=where(above_one(local_kv), 1, 0))
-    return out
+    local_kv = shape.kv_heads / point.tp
+    repeats = mb.repeat_kv_bytes(q_width=shape.heads * shape.head_dim / point.tp, k_width=local_kv * shape.head_dim,
+                                 act_bytes=act_bytes, reruns=reruns, copied=where(above_one(local_kv), 1, 0))
+    return (mb.input_grad_sum_bytes(width=shape.width, consumers=3, act_bytes=act_bytes)
+            + where(above_one(shape.heads / shape.kv_heads), repeats, 0))
 
 
-def fp8_cast_bytes(shape, point, act_bytes):
+def fp8_cast_bytes(shape, point, act_bytes, *, reruns=None):
     """One layer's fp8 casts under Transformer Engine, per token: each linear layer's input cast (and transposed)
     in forward, rerun by full recomputation, and its output's gradient in backward; the norms before the QKV
     and first MLP matmuls write fp8 themselves (LayerNormLinear). Column-parallel layers take the gathered
@@ -93,18 +106,18 @@ def fp8_cast_bytes(shape, point, act_bytes):
     cast and the transpose of a gathered operand run apart: the local D / t is cast, the gathered D transposed.
     The weights' casts, once per step (cached over micro-batches: is_first_microbatch), are left out. The FFN
     stack and MoE experts: their MLPs."""
-    mlp = _fp8_mlp_widths(shape, point)
+    mlp, r = _fp8_mlp_widths(shape, point), _reruns(point) if reruns is None else reruns
     if not shape.attention:
-        return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + _reruns(point)) for w, _ in mlp)
+        return sum(mb.fp8_cast_transpose_bytes(width=w, act_bytes=act_bytes) * (2 + r) for w, _ in mlp)
     if not point.sp:
-        return _fp8_layer_casts(shape, point, act_bytes, mlp, split=False)
-    return where(above_one(point.tp), _fp8_layer_casts(shape, point, act_bytes, mlp, split=True),
-                 _fp8_layer_casts(shape, point, act_bytes, mlp, split=False))
+        return _fp8_layer_casts(shape, point, act_bytes, mlp, r, split=False)
+    return where(above_one(point.tp), _fp8_layer_casts(shape, point, act_bytes, mlp, r, split=True),
+                 _fp8_layer_casts(shape, point, act_bytes, mlp, r, split=False))
 
 
-def _fp8_layer_casts(shape, point, act_bytes, mlp, *, split: bool):
+def _fp8_layer_casts(shape, point, act_bytes, mlp, r, *, split: bool):
     """fp8_cast_bytes of an attention layer, the SP path (``split``: cast and transpose apart) or not."""
-    d, b, r = shape.width, act_bytes, _reruns(point)
+    d, b = shape.width, act_bytes
 
     def row_operand(width, gathered):  # a row-parallel layer's input (forward) or output gradient (backward)
         if not split:
@@ -153,6 +166,8 @@ def ends_bytes(shape, point, act_bytes, kernels: str = "fused"):
         return 0
     stream = _stream(shape, point)
     vocab = shape.vocab / point.tp if point.tp_ends == "vocab-parallel" else shape.vocab
-    loss = mb.cross_entropy_upcast_bytes if kernels == "eager" else mb.cross_entropy_bytes
-    out = mb.norm_bytes(width=stream, act_bytes=act_bytes, reruns=0) + loss(vocab=vocab, act_bytes=act_bytes)
+    eager = kernels == "eager"
+    loss = mb.cross_entropy_upcast_bytes if eager else mb.cross_entropy_bytes
+    norm = mb.torch_norm_bytes if eager else mb.norm_bytes
+    out = norm(width=stream, act_bytes=act_bytes, reruns=0) + loss(vocab=vocab, act_bytes=act_bytes)
     return out + where(above_one(point.pp), 0, mb.embedding_bytes(width=stream, act_bytes=act_bytes))

@@ -198,10 +198,13 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     if shape.moe:  # the routed experts' matmuls at their own shape's efficiency
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
-    layer = memory_bound.layer_bytes(shape, point, recipe.activation_bytes, kernels)
+    # the slowest stage's layers, its recomputed ones (full: all; every:K: floor(L / K)) with their forward again
+    layers = memory_bound.recompute_split(memory_bound.layer_bytes, shape, point, most_layers, recipe.activation_bytes,
+                                          kernels)
     if precision == "fp8" and fp8_casts == "te":  # Transformer Engine's casts of each linear layer's operands
-        layer = layer + memory_bound.fp8_cast_bytes(shape, point, recipe.activation_bytes)
-    per_token = layer * most_layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes, kernels)
+        layers = layers + memory_bound.recompute_split(memory_bound.fp8_cast_bytes, shape, point, most_layers,
+                                                       recipe.activation_bytes)
+    per_token = layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes, kernels)
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
                                  hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
                                  efficiency=hardware.step_model.hbm_efficiency)

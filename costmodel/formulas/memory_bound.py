@@ -105,6 +105,16 @@ def cross_entropy_bytes(*, vocab, act_bytes):
 # dispatches, one kernel each (tests/test_torch_eager_bytes.py counts them with a dispatch mode) ---
 
 
+def torch_norm_bytes(*, width, act_bytes, reruns):
+    """torch's fused rms_norm on CUDA (rms_norm -> _fused_rms_norm, aten/src/ATen/native/layer_norm.cpp): forward
+    one kernel (read x, write y); backward two, as its layer-norm templates run them (native/cuda/
+    layer_norm_kernel.cu): the input gradient (read x and dy, write dx), then the weight's (GammaBetaBackward:
+    read dy and x again):
+
+        (2 (1 + r) + 5) D b"""
+    return (2 * (1 + reruns) + 5) * width * act_bytes
+
+
 def rotary_complex_bytes(*, q_width, k_width, act_bytes, reruns):
     """RoPE as complex multiplication in fp32 (apply_rotary_emb: ``view_as_complex(x.float() ...) * freqs_cis``,
     then ``.type_as(x)``): forward casts up (read b, write 4), multiplies (read 4, write 4) and casts down (read 4,

@@ -126,7 +126,8 @@ A100_2NODES_EFA4 = Topology(
 )
 
 # Two AWS p5.48xlarge: as H100_2NODES (the per-node network is the same 3,200 Gb/s, here 32 x 100 Gb/s EFA;
-# the graphs over 32 NICs were not re-derived: an estimate), with latencyInter 75 us, aws-ofi-nccl's
+# the graphs over 32 NICs were not re-derived: an estimate, which takes aws-ofi-nccl to present each GPU's 4 NICs
+# as one 48 GB/s path; were they four 12.5 GB/s devices, rings would run 4g at 12, undoubled), with latencyInter 75 us, aws-ofi-nccl's
 # p5/p5e platform entry (src/platform-aws.cpp, regex "^p5(e?\..*)", ".latency = 75.0"), read as for p4de.
 H100_2NODES_EFA = replace(H100_2NODES, **{name: replace(getattr(H100_2NODES, name), latency_inter_us=75.0)
                                            for name in ("ring", "tree", "nvls")})
@@ -162,8 +163,10 @@ def nvls_graph(gpus: int, speeds: tuple, nvlink_gbs: float, nic_gbs: float | Non
 
 
 def h100_node(gpus: int) -> Topology:
-    """``gpus`` H100s of one HGX node: rings and trees as on 8 (each GPU's 370.8 GB/s to the NVSwitch
-    carries 6 rings at 60 whatever the count, doubled to 12 x 30); NVLS with one head per GPU."""
+    """``gpus`` H100s of one HGX node: rings as on 8 (each GPU's 370.8 GB/s to the NVSwitch carries 6 rings at
+    60 whatever the count, doubled to 12 x 30); NVLS with one head per GPU. Trees are kept as on 8 (an estimate:
+    held to the rings' 12 channels, on 2 to 4 GPUs the search may find 12 chains at 40 or 60, which moves no
+    choice the tuner makes from 1 KiB to 2 GiB, the tree's estimate staying behind the ring's and NVLS's)."""
     return replace(H100_1NODE, n_ranks=gpus, max_local_ranks=gpus, nvls_support=gpus > 2,
                    nvls=nvls_graph(gpus, SM90_INTRA_SPEEDS, H100_NVLINK_GBS))
 
