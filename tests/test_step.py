@@ -141,7 +141,9 @@ def test_step_json_has_the_range():
     h100 = json.loads(subprocess.run(args + ["h100-sxm"], capture_output=True, text=True, check=True).stdout)
     assert h100["step_s_low"] < h100["step_s"] < h100["step_s_high"]
     a100 = json.loads(subprocess.run(args + ["a100-80gb"], capture_output=True, text=True, check=True).stdout)
-    assert a100["step_s_low"] is None and a100["step_s_high"] is None
+    assert a100["step_s_low"] < a100["step_s"] < a100["step_s_high"]  # borrowed, widened (the test below)
+    b200 = json.loads(subprocess.run(args + ["b200"], capture_output=True, text=True, check=True).stdout)
+    assert b200["step_s_low"] is None and b200["step_s_high"] is None  # no fraction range: no band
 
 
 def test_mfu_attention_convention():
@@ -433,3 +435,36 @@ def test_the_readme_states_what_eager_kernels_cost():
     longer = eager["step_s"] / fused["step_s"] - 1
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
     assert f"take {ratio:.2f}x their fused time and the step {longer:.1%} longer" in readme
+
+
+def test_a_borrowed_step_fraction_widens_the_band_over_its_range():
+    """a100-80gb borrows h100-sxm's fraction (0.868) and band: the range times the matmuls and attention (share s
+    of the critical path) at fractions 1 and 0.777 (its base / boost clock), then adds the band; by hand."""
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_model, load_recipe
+
+    a100 = load_hardware("a100-80gb")
+    assert a100.step_model.fraction_range == [0.777, 1.0] and a100.step_model.sustained_fraction == 0.868
+    step = evaluate_layout(load_model("llama3-8b"), load_recipe("cs336"), Layout(fsdp=8, tokens=8192), a100).step
+    share = (step.matmul_s + step.attention_s) / step.modelled_critical_s
+    low = step.step_s * (1 + share * (0.868 / 1.0 - 1)) / (1 + 0.027)
+    high = step.step_s * (1 + share * (0.868 / 0.777 - 1)) / (1 - 0.034)
+    data = json.loads(CliRunner().invoke(app, ["step", "--model", "llama3-8b", "--hardware", "a100-80gb", "--fsdp", "8",
+                                               "--tokens", "8192", "--json"]).stdout)
+    assert (data["step_s_low"], data["step_s_high"]) == pytest.approx((low, high), rel=1e-12)
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert f"(a step of Llama 3 8B on 8 A100s: {low / step.step_s - 1:+.1%} to {high / step.step_s - 1:+.1%})" in readme
+
+
+def test_a_fraction_range_must_hold_the_fraction_and_widen_a_band():
+    from costmodel.specs.hardware import StepModel
+
+    base = dict(matmul_efficiency=0.8, hbm_efficiency=0.9, source="x", sustained_fraction=0.868)
+    with pytest.raises(ValueError, match="must hold"):
+        StepModel.model_validate({**base, "fraction_range": [0.9, 1.0], "error_low": -0.03, "error_high": 0.03})
+    with pytest.raises(ValueError, match="give error_low"):
+        StepModel.model_validate({**base, "fraction_range": [0.8, 1.0]})

@@ -132,7 +132,7 @@ def _details(spec, rec, device, planned, frame, precision) -> dict:
 
     cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
                            framework=frame)
-    low_high = band(cost.step.step_s, device, precision, cost.shape.moe, cost.framework)
+    low_high = band(cost.step, device, cost.shape.moe, cost.framework)
     capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
     return {"peak_phase": cost.heaviest.reserved_phase, "memory_verdict": verdict(cost, capacity),
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None}

@@ -19,15 +19,36 @@ def errors(hardware, precision: str = "bf16", moe: bool = False, framework=None)
     return None if None in pair else pair
 
 
-def band(step_s, hardware, precision: str = "bf16", moe: bool = False, framework=None):
-    """(low, high): where the measured step lay for the fit's rows (held out and fitted), or None without a band."""
-    pair = errors(hardware, precision, moe, framework)
-    return None if pair is None else (step_s / (1 + pair[1]), step_s / (1 + pair[0]))
+def band(step, hardware, moe: bool = False, framework=None):
+    """(low, high): where the measured step lay for the fit's rows (held out and fitted), or None without a band;
+    on a device whose step fraction is borrowed (``fraction_range``), the matmuls' and attention's share of the
+    step widened over that range first."""
+    pair = errors(hardware, step.precision, moe, framework)
+    if pair is None:
+        return None
+    low, high = step.step_s, step.step_s
+    widened = fraction_widening(step, hardware, framework)
+    if widened is not None:
+        low, high = widened
+    return low / (1 + pair[1]), high / (1 + pair[0])
+
+
+def fraction_widening(step, hardware, framework=None):
+    """(step at the highest sustained fraction, at the lowest) where the spec borrows its fraction
+    (``fraction_range``), else None: the matmuls' and attention's share s of the critical path scales by
+    f / f_high and f / f_low."""
+    sm = hardware.step_model
+    if sm.fraction_range is None or (framework is not None and framework.time_on(hardware) is not None):
+        return None
+    critical = step.modelled_critical_s
+    share = (step.matmul_s + step.attention_s) / critical if critical else 0
+    f, (f_low, f_high) = sm.sustained_fraction, sm.fraction_range
+    return step.step_s * (1 + share * (f / f_high - 1)), step.step_s * (1 + share * (f / f_low - 1))
 
 
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
-    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
+    low_high = band(b, hardware, cost.shape.moe, cost.framework)
     from costmodel.specs.load import profile_name
 
     return {"model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
@@ -108,7 +129,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), _s(value), notes[key])
     t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
-    low_high = band(b.step_s, hardware, b.precision, cost.shape.moe, cost.framework)
+    low_high = band(b, hardware, cost.shape.moe, cost.framework)
     no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
         "no fitted range for this device"
     t.add_row("[bold]step[/]", f"[bold]{_s(b.step_s)}[/]",
@@ -138,6 +159,13 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                       f"took over {ft.stall_ratio:g}x the prediction; 90% of the runs that did not stall measured "
                       f"{_s(data['step_s_steady_low'])} - {_s(data['step_s_steady_high'])} s "
                       f"({ft.steady_low:+.1%} to {ft.steady_high:+.1%})")
+    elif low_high and hardware.step_model.fraction_range is not None:
+        low, high = errors(hardware, b.precision, cost.shape.moe)
+        f_low, f_high = hardware.step_model.fraction_range
+        out.print(f"Range: no run on {literal(hardware.name)} is in the training data. The step fraction "
+                  f"({hardware.step_model.sustained_fraction:g}) is borrowed, so the matmuls and attention are timed "
+                  f"at any fraction from {f_low:g} to {f_high:g} (the spec says why), and the band of the runs it was "
+                  f"fitted on ({low:+.1%} to {high:+.1%}) is added")
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         out.print(f"Range: the step times the fit's rows measured (held out and fitted), relative to their predictions "

@@ -128,10 +128,24 @@ class StepModel(Spec):
         None, description="smallest predicted / measured - 1 of the fit's rows, held out and fitted (the printed band)")
     error_high: Annotated[float, field(ge=0, le=10)] | None = field(
         None, description="largest predicted / measured - 1 of the fit's rows, held out and fitted")
+    fraction_range: list[Annotated[float, field(gt=0, le=1)]] | None = field(
+        None, min_length=2, max_length=2, description="where the sustained fraction is borrowed (no run on this "
+        "device): the lowest and highest it could be here (e.g. base / boost clock to 1); the printed range "
+        "widens the matmuls' and attention's share of the step by it")
     hbm_efficiency: Annotated[float, field(gt=0, le=1)] = field(
         description="the fraction of HBM bandwidth memory-bound kernels (norms, activations, residual adds, "
         "the optimizer step) achieve: a measured copy or elementwise kernel's bandwidth over the spec's")
     source: Text
+
+    @model_validator(mode="after")
+    def _fraction_in_its_range(self) -> "StepModel":
+        if self.fraction_range is not None:
+            low, high = self.fraction_range
+            if not low <= self.sustained_fraction <= high:
+                raise ValueError(f"fraction_range [{low}, {high}] must hold sustained_fraction {self.sustained_fraction}")
+            if self.error_low is None:
+                raise ValueError("fraction_range widens a band: give error_low and error_high too")
+        return self
 
     @model_validator(mode="after")
     def _kernel_with_table(self) -> "StepModel":
