@@ -43,10 +43,24 @@ def errors(hardware) -> dict:
     return out
 
 
+def printed_ranges(hardware) -> dict:
+    """The range `step` prints for each model (report.step.band): (low, high) seconds."""
+    from costmodel.report.step import band
+
+    out = {}
+    for name in TABLE:
+        model, layout, _ = korthikanti_case(name)
+        out[name] = band(evaluate_layout(model, RECIPES["megatron"], layout, hardware).step, hardware)
+    return out
+
+
 def main():
     a100 = load_hardware("a100-80gb")
+    ranges = printed_ranges(a100)
     for name, error in errors(a100).items():
-        print(f"  {name}: measured {TABLE[name][-1]:.2f} s, predicted {(1 + error) * TABLE[name][-1]:.2f} s ({error:+.1%})")
+        (low, high), measured = ranges[name], TABLE[name][-1]
+        print(f"  {name}: measured {measured:.2f} s, predicted {(1 + error) * measured:.2f} s ({error:+.1%}); "
+              f"printed range {low:.2f} - {high:.2f} s: measured {'inside' if low <= measured <= high else 'outside'}")
 
 
 if __name__ == "__main__":

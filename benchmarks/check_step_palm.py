@@ -51,6 +51,17 @@ def main() -> None:
     print(f"PaLM 540B on 6144 x tpu-v4: predicted MFU {mfu:.1%} (measured {MEASURED_MFU:.1%}, "
           f"{mfu / MEASURED_MFU - 1:+.1%}); HFU {hfu:.1%} (measured {MEASURED_HFU:.1%})")
     print(f"step {step.step_s:.2f} s for {step.global_tokens:,} tokens")
+    low, high = printed_mfu_range(step)
+    print(f"printed range as MFU: {low:.1%} - {high:.1%}: measured {'inside' if low <= MEASURED_MFU <= high else 'outside'}")
+
+
+def printed_mfu_range(step):
+    """The step range `step` prints (report.step.band), as MFU: (lowest, highest)."""
+    from costmodel.report.step import band
+
+    fast, slow = band(step, palm_case()[3])
+    mfu = step.mfu_with("full")
+    return mfu * step.step_s / slow, mfu * step.step_s / fast
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ def test_the_readme_states_the_held_out_errors():
     said = "/".join(f"{100 * e:+.1f}" for e in found.values())
     assert f"`cost4d step` gives {said}% for 22B/175B/530B/1T" in readme
     assert all(abs(e) < 0.15 for e in found.values())
+    from check_step_korthikanti import printed_ranges
+
+    inside = [name for name, (low, high) in printed_ranges(A100).items() if low <= TABLE[name][-1] <= high]
+    outside = [name for name in TABLE if name not in inside]
+    assert f"holds the measured time for {len(inside)} of the 4 (not {', '.join(outside)})" in readme
     for name in TABLE:  # the check script's figure is the step's
         model, layout, measured = korthikanti_case(name)
         assert step_breakdown(model, RECIPES["megatron"], layout, A100).step_s == pytest.approx(
@@ -413,6 +418,10 @@ def test_the_readme_states_the_palm_check():
     assert ("46.2% MFU on 6144 chips" in readme and f"`cost4d step` gives {mfu:.1%} MFU ({mfu / MEASURED_MFU - 1:+.1%})"
             in readme and f"whose HFU ({hfu:.1%}) counts more rerun work than PaLM's {MEASURED_HFU:.1%}" in readme)
     assert abs(mfu / MEASURED_MFU - 1) < 0.10  # the bound for a held-out dataset
+    from check_step_palm import printed_mfu_range
+
+    low, high = printed_mfu_range(step)
+    assert low <= MEASURED_MFU <= high and f"the printed range, as MFU {low:.1%} to {high:.1%}, holds it" in readme
     args = ("step --model palm-540b --hardware tpu-v4 --tp 12 --tp-kv replicate --fsdp 256 --dp 2 --zero 3 "
             "--tokens 8192 --recompute full --recipe megatron --json").split()
     result = CliRunner().invoke(app, args)
