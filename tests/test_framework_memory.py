@@ -732,3 +732,27 @@ def test_held_elements_checks_only_ranks_that_start_a_parameter():
         sizes = [rng.choice([1, 3, 64, 1000, 4096]) * rng.randint(1, 9) for _ in range(rng.randint(1, 40))]
         n = rng.randint(1, 3 * len(sizes) + 50)
         assert held_elements(sizes, n) == every_rank(sizes, n), (sizes, n)
+
+
+@pytest.mark.parametrize("shards", [{"dp": 4}, {"fsdp": 4, "zero": 1}])
+def test_nanotron_runs_its_two_pipeline_engines_only(shards):
+    """nanotron's pp_engine is afab (all forward, all backward: GPipe) or 1f1b (config/utils_config.py L95-107):
+    interleaved stages are refused in one line with or without ZeRO shards, and plan never proposes them."""
+    from costmodel.solve.plan import plan
+    from costmodel.specs.load import load_hardware
+
+    nanotron, model = FRAMEWORKS["nanotron"], load_model("nanotron-1b")
+    recipe = load_recipe("megatron")
+    for schedule in ("gpipe", "1f1b"):
+        evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, tokens=4096, schedule=schedule, **shards),
+                        framework=nanotron)
+    with pytest.raises(CostModelError, match="runs --schedule gpipe|1f1b, not interleaved"):
+        evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, chunks=2, tokens=4096, schedule="interleaved",
+                                              **shards), framework=nanotron)
+    def schedules(framework):
+        found = plan(load_model("nanotron-3b"), recipe, load_hardware("h100-sxm"), devices=128, global_tokens=2**20,
+                     seq=4096, framework=framework, top=20).best
+        return {p.layout.get("schedule") for p in found if p.layout.get("pp", 1) > 1}
+
+    assert "interleaved" in schedules(nanotron.model_copy(update={"schedules": None}))  # it would rank them
+    assert schedules(nanotron) and schedules(nanotron) <= {"gpipe", "1f1b"}

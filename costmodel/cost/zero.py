@@ -16,13 +16,14 @@ from costmodel.parallel.data.partition import partition_overhang
 
 def check_runs(framework, point) -> None:
     """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
-    if isinstance(point.pp, int) and point.pp > 1 and not (isinstance(point.fsdp, int) and point.fsdp == 1):
+    pipelined = isinstance(point.pp, int) and point.pp > 1
+    if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
+        raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
+                             f"{'|'.join(framework.schedules)}, not {point.schedule}")
+    if pipelined and not (isinstance(point.fsdp, int) and point.fsdp == 1):
         if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
                                  f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
-        if framework.schedules is not None and point.schedule not in framework.schedules:
-            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
-                                 f"{'|'.join(framework.schedules)}, not {point.schedule}")
     sharded = isinstance(point.fsdp, int) and point.fsdp > 1
     if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
         raise CostModelError(f"--framework {framework.name} shards the data axis with ZeRO "

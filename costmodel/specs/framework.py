@@ -168,12 +168,12 @@ class Framework(Spec):
 
 
 _NANOTRON = "huggingface/nanotron@67c5ebb6a925cb47026b22013af8bd1bb6c46d93 (the Ultra-Scale Playbook's bench branch)"
-#: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
-#: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
 #: (pipelined, nodes, stalled, runs) over the whole sweep, 64 nodes included: benchmarks/fit_step_nanotron.py
 _NANOTRON_STALLS = [(False, 1, 0, 21), (False, 2, 0, 54), (False, 4, 3, 37), (False, 8, 4, 36), (False, 16, 5, 81),
                     (False, 32, 1, 63), (False, 64, 25, 41), (True, 1, 2, 35), (True, 2, 4, 61), (True, 4, 14, 105),
                     (True, 8, 20, 156), (True, 16, 38, 185), (True, 32, 43, 143), (True, 64, 87, 107)]
+#: the caching allocator's reserve fitted on nanotron's runs (benchmarks/fit_memory_nanotron.py); the
+#: other profiles borrow it (same PyTorch allocator, no measured runs of theirs in the training data)
 _FITTED = dict(activation_factor=1.21, reserve_bytes=196_806_902, error_low=-0.279, error_high=0.2)
 _BORROWED = "nanotron's runs, borrowed (no measured runs of this framework in shared/data/training-runs)"
 _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
@@ -194,6 +194,9 @@ FRAMEWORKS: dict[str, Framework] = {
             # all-reduces the whole buffer (trainer.py L526-533: "too memory hungry, instead we run all_reduce")
             reduce_dtype="fp32", zero1_reduce="all-reduce",
             zero_stages=[1], hybrid_zero_min=4,  # ZeroDistributedOptimizer over its one dp group, or DDP
+            # pp_engine "afab" (all forward, all backward) or "1f1b" (config/utils_config.py L95-107,
+            # parallel/pipeline_parallel/engine.py L167, L224): no interleaved stages
+            schedules=["gpipe", "1f1b"],
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
             "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
