@@ -746,7 +746,7 @@ def test_nanotron_runs_its_two_pipeline_engines_only(shards):
     for schedule in ("gpipe", "1f1b"):
         evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, tokens=4096, schedule=schedule, **shards),
                         framework=nanotron)
-    with pytest.raises(CostModelError, match="runs --schedule gpipe|1f1b, not interleaved"):
+    with pytest.raises(CostModelError, match=re.escape("runs --schedule gpipe|1f1b, not interleaved")):
         evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, chunks=2, tokens=4096, schedule="interleaved",
                                               **shards), framework=nanotron)
     def schedules(framework):
@@ -756,3 +756,16 @@ def test_nanotron_runs_its_two_pipeline_engines_only(shards):
 
     assert "interleaved" in schedules(nanotron.model_copy(update={"schedules": None}))  # it would rank them
     assert schedules(nanotron) and schedules(nanotron) <= {"gpipe", "1f1b"}
+
+
+def test_megatron_runs_1f1b_and_interleaved_only():
+    """Megatron-core's get_forward_backward_func picks pipelining without or with interleaving: a GPipe or
+    zero-bubble schedule is refused in one line."""
+    model, recipe = load_model("llama3-8b"), load_recipe("megatron")
+    for schedule, chunks in (("1f1b", 1), ("interleaved", 2)):
+        evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, chunks=chunks, tokens=4096, schedule=schedule),
+                        framework=FRAMEWORKS["megatron"])
+    for schedule in ("gpipe", "zb-h1"):
+        with pytest.raises(CostModelError, match=re.escape(f"runs --schedule 1f1b|interleaved, not {schedule}")):
+            evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, tokens=4096, schedule=schedule),
+                            framework=FRAMEWORKS["megatron"])

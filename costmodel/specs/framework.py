@@ -229,6 +229,9 @@ FRAMEWORKS: dict[str, Framework] = {
             "weight gradients, uniform stages",
             recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
             p2p_buffers=True, data_overlap="none", zero_stages=[1],
+            # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
+            # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
+            schedules=["1f1b", "interleaved"],
             reduce_dtype="fp32",  # bf16 training reduces the fp32 grad buffer unless --grad-reduce-in-bf16
             data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
             "overlap_param_gather default to False (--overlap-grad-reduce turns them on; NeMo's recipes do)",
