@@ -477,3 +477,16 @@ def test_a_fraction_range_must_hold_the_fraction_and_widen_a_band():
         StepModel.model_validate({**base, "fraction_range": [0.9, 1.0], "error_low": -0.03, "error_high": 0.03})
     with pytest.raises(ValueError, match="give error_low"):
         StepModel.model_validate({**base, "fraction_range": [0.8, 1.0]})
+
+
+def test_torchtitan_says_its_selective_recomputation_is_not_modelled():
+    """torchtitan's configs recompute by op policy (selective 'op'), which --recompute selective (Megatron's) is
+    not: step and memory say so with every answer under that profile."""
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+
+    for command in (["step", "--hardware", "h100-sxm"], ["memory"]):
+        out = CliRunner().invoke(app, [*command, "--model", "llama3-8b", "--fsdp", "8", "--tokens", "8192",
+                                       "--framework", "torchtitan", "--plain"]).stdout
+        assert "Recomputation (torchtitan): its configs' selective AC ('op')" in " ".join(out.split())

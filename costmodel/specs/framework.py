@@ -78,6 +78,9 @@ class Framework(Spec):
     attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")
+    recompute_note: Text = field(
+        "", description="where its own activation recomputation differs from --recompute's (selective: Megatron's, "
+        "the attention core): said with every step and memory it prices")
     kernels: Literal["fused", "eager"] = field(
         "fused", description="its memory-bound ops: fused kernels (Megatron-core, Transformer Engine, "
         "torch.compile) or eager PyTorch, op by op (torchtitan's Llama code; cost/memory_bound.py)")
@@ -280,6 +283,10 @@ FRAMEWORKS: dict[str, Framework] = {
             "(torch distributed/fsdp/_fully_shard/_fsdp_param_group.py)",
             attention_kernel="cudnn",  # SDPA with cuDNN attention first (models/attention.py L169-199)
             kernels="eager",  # compile = false in its train configs (models/llama3/train_configs/llama3_8b.toml)
+            recompute_note="its configs' selective AC ('op') saves every matmul's output but every second one's and "
+            "attention's and reruns every other op (distributed/activation_checkpoint.py _custom_policy); cost4d does "
+            "not model it: --recompute selective is Megatron's (the attention core reruns), full and every:K are "
+            "torchtitan's full and layer AC",
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "
