@@ -130,7 +130,7 @@ def test_the_fit_reproduces_the_shipped_constants_and_the_readme_figures():
     assert f.steady_band(sample, shipped) == pytest.approx((T.steady_low, T.steady_high), abs=1.5e-3)
     steady = [r for r in sample if not f.stalled(r, shipped)]
     assert (f"{len(sample) - len(steady)} of the {len(sample)} ran more than {T.stall_ratio:g}x the prediction" in flat
-            and f"lie within {T.steady_low:+.1%} to {T.steady_high:+.1%} (median |error| "
+            and f"lie within {T.steady_low:+.1%} to {T.steady_high:+.1%} (prediction / measured - 1; median |error| "
             f"{f.median_abs(f.errors(steady, shipped)):.1%})" in flat)
     table = {(s.pipelined, s.nodes): s for s in T.stalls}
     assert (f"pipelined: {table[True, 1].stalled} of {table[True, 1].runs} runs on one node, {table[True, 32].stalled} "
@@ -151,3 +151,31 @@ def test_the_fitted_time_applies_only_on_the_device_of_its_runs():
     bare = evaluate_layout(spec, rec, layout, v5p, framework=NANOTRON.model_copy(update={"time": None})).step
     assert timed.step_s == bare.step_s and timed.framework_s == 0
     assert NANOTRON.time_on(H100) is T and NANOTRON.time_on(v5p) is None
+
+
+def test_stall_lookup_takes_the_nearest_count_at_or_below_and_drops_the_band_beyond_the_fit():
+    """60 nodes: the 32-node runs' stalls, the steady band still applies (32 is the fit's most); 256 nodes: the
+    64-node runs', and no steady band (no fitted run spanned more than 32 nodes)."""
+    def run(nodes):
+        out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "nanotron-3b", "--hardware",
+                              "h100-sxm", "--framework", "nanotron", "--tp", "4", "--sp", "--pp", "2", "--dp",
+                              str(nodes), "--tokens", "4096", "--microbatches", "8", "--json"],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    below, beyond = run(30), run(256)  # 30 x 4 x 2 = 240 GPUs: 30 nodes; 2,048 GPUs: 256 nodes
+    assert below["layout_nodes"] == 30 and below["stall_rate"] == {"pipelined": True, "nodes": 16, "stalled": 38,
+                                                                   "runs": 185}
+    assert below["step_s_steady_low"] is not None
+    assert beyond["layout_nodes"] == 256 and beyond["stall_rate"]["nodes"] == 64
+    assert beyond["step_s_steady_low"] is None and beyond["step_s_steady_high"] is None
+    assert T.max_nodes == max(s.nodes for s in T.stalls if s.nodes < 64)
+
+
+def test_stall_fields_go_together():
+    from costmodel.specs.framework import FrameworkTime
+
+    fields = T.model_dump()
+    for dropped in ("steady_low", "steady_high", "stall_ratio"):
+        with pytest.raises(ValueError, match="go together"):
+            FrameworkTime.model_validate({**fields, dropped: None})

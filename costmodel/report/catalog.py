@@ -70,7 +70,8 @@ def features(spec) -> list[str]:
     out += ["attention table"] if sm.attention_table else []
     out += ["fp8"] if sm.fp8_efficiency is not None and getattr(spec.peak_flops, "fp8", None) else []
     out += ["NCCL tuner"] if spec.nccl is not None else []
-    out += ["fitted range"] if sm.error_low is not None else []
+    out += (["borrowed range"] if sm.fraction_range is not None else
+            ["fitted range"] if sm.error_low is not None else [])
     return out
 
 

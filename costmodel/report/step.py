@@ -35,15 +35,17 @@ def band(step, hardware, moe: bool = False, framework=None):
 
 def fraction_widening(step, hardware, framework=None):
     """(step at the highest sustained fraction, at the lowest) where the spec borrows its fraction
-    (``fraction_range``), else None: the matmuls' and attention's share s of the critical path scales by
-    f / f_high and f / f_low."""
+    (``fraction_range``), else None: the matmuls' and attention's time on the critical path scales by f / f_high
+    and f / f_low, stretched by the bubble; exposed traffic and the optimizer step do not scale."""
     sm = hardware.step_model
     if sm.fraction_range is None or (framework is not None and framework.time_on(hardware) is not None):
         return None
-    critical = step.modelled_critical_s
-    share = (step.matmul_s + step.attention_s) / critical if critical else 0
+    from costmodel.formulas.step import pipelined_seconds
+
+    timed = step.matmul_s + step.attention_s  # on the critical path, which the bubble stretches; not the rest
     f, (f_low, f_high) = sm.sustained_fraction, sm.fraction_range
-    return step.step_s * (1 + share * (f / f_high - 1)), step.step_s * (1 + share * (f / f_low - 1))
+    return tuple(step.step_s + pipelined_seconds(critical=timed * (f / end - 1), bubble=step.bubble)
+                 for end in (f_high, f_low))
 
 
 def payload(cost, hardware, convention: str = "full") -> dict:
@@ -74,11 +76,15 @@ def _stalls(cost, hardware) -> dict:
     """A fitted framework time's record of stalls: the range of its runs that did not stall and, of its measured
     runs nearest this layout's node count (with or without a pipeline, as this layout), how many stalled."""
     ft = cost.framework.time_on(hardware) if cost.framework is not None else None
+    none = {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None}
     if ft is None or ft.stall_ratio is None or cost.shape.moe:
-        return {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None}
+        return none
     step_s, domain = cost.step.step_s, hardware.network[0].domain_size or 1
-    rate = ft.stall_rate(cost.point.pp > 1, -(-cost.step.devices // domain))
-    return {"step_s_steady_low": step_s / (1 + ft.steady_high), "step_s_steady_high": step_s / (1 + ft.steady_low),
+    nodes = -(-cost.step.devices // domain)
+    rate = ft.stall_rate(cost.point.pp > 1, nodes)
+    fitted = ft.max_nodes is None or nodes <= ft.max_nodes  # beyond the fitted runs' nodes, their band says nothing
+    return {"step_s_steady_low": step_s / (1 + ft.steady_high) if fitted else None,
+            "step_s_steady_high": step_s / (1 + ft.steady_low) if fitted else None, "layout_nodes": nodes,
             "stall_rate": rate.model_dump() if rate is not None else None}
 
 
@@ -153,27 +159,36 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     if low_high and timed:
         low, high = errors(hardware, b.precision, cost.shape.moe, cost.framework)
         out.print(f"{literal(cost.framework.name)}'s time: {literal(cost.framework.time.fitted_on)}. Range: 90% of those runs "
-                  f"measured within it ({low:+.1%} to {high:+.1%} of the prediction; the slowest stalled)")
+                  f"measured {_times(high)} to {_times(low)} the prediction (the slowest stalled)")
         if data["stall_rate"]:
             ft, rate = cost.framework.time, data["stall_rate"]
-            out.print(f"Stalls: {rate['stalled']} of its {rate['runs']} measured runs on {rate['nodes']} nodes "
-                      f"{'with' if rate['pipelined'] else 'without'} a pipeline ({rate['stalled'] / rate['runs']:.0%}) "
-                      f"took over {ft.stall_ratio:g}x the prediction; 90% of the runs that did not stall measured "
-                      f"{_s(data['step_s_steady_low'])} - {_s(data['step_s_steady_high'])} s "
-                      f"({ft.steady_low:+.1%} to {ft.steady_high:+.1%})")
+            count = "node" if rate["nodes"] == 1 else "nodes"
+            out.print(f"Stalls: this layout spans {data['layout_nodes']} node{'s' if data['layout_nodes'] > 1 else ''}; of "
+                      f"the measured runs {'with' if rate['pipelined'] else 'without'} a pipeline at the nearest count at "
+                      f"or below ({rate['nodes']} {count}), {rate['stalled']} of {rate['runs']} "
+                      f"({rate['stalled'] / rate['runs']:.0%}) took over {ft.stall_ratio:g}x the prediction. " + (
+                          f"90% of the fitted runs that did not stall measured {_times(ft.steady_high)} to "
+                          f"{_times(ft.steady_low)} the prediction: {_s(data['step_s_steady_low'])} - "
+                          f"{_s(data['step_s_steady_high'])} s" if data["step_s_steady_low"] is not None else
+                          f"The fit's runs span at most {ft.max_nodes} nodes: no range of runs that did not stall"))
     elif low_high and hardware.step_model.fraction_range is not None:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         f_low, f_high = hardware.step_model.fraction_range
         out.print(f"Range: no run on {literal(hardware.name)} is in the training data. The step fraction "
                   f"({hardware.step_model.sustained_fraction:g}) is borrowed, so the matmuls and attention are timed "
                   f"at any fraction from {f_low:g} to {f_high:g} (the spec says why), and the band of the runs it was "
-                  f"fitted on ({low:+.1%} to {high:+.1%}) is added")
+                  f"fitted on (measured {_times(high)} to {_times(low)} the prediction) is added")
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
-        out.print(f"Range: the step times the fit's rows measured (held out and fitted), relative to their predictions "
-                  f"({low:+.1%} to {high:+.1%}); other frameworks can fall outside it")
+        out.print(f"Range: the fit's rows (held out and fitted) measured {_times(high)} to {_times(low)} their "
+                  f"predictions; other frameworks can fall outside it")
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))
     _memory_line(out, cost, hardware)
+
+
+def _times(error) -> str:
+    """A band end, prediction / measured - 1, as measured / predicted ("0.97x")."""
+    return f"{1 / (1 + error):.2f}x"
 
 
 def _within(document) -> str:

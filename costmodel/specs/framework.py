@@ -10,6 +10,8 @@ measured peaks, with the data they were fitted on.
 
 from typing import Annotated, Literal
 
+from pydantic import model_validator
+
 from costmodel.specs import EXACT, SCHEDULES
 from costmodel.specs.base import Name, Spec, Text, elements, field
 
@@ -58,11 +60,20 @@ class FrameworkTime(Spec):
         None, description="95th percentile of predicted / measured - 1 over the fitted runs that did not stall")
     stalls: list[Stalls] = field(
         default_factory=list, description="how many of its measured runs stalled, by node count and pipeline")
+    max_nodes: Annotated[int, field(ge=1, le=2**20)] | None = field(
+        None, description="the most nodes a fitted run spanned: beyond them the steady band is not printed")
     fitted_on: Text = ""
 
+    @model_validator(mode="after")
+    def _stall_fields_together(self) -> "FrameworkTime":
+        given = [self.stall_ratio is not None, self.steady_low is not None, self.steady_high is not None]
+        if any(given) and not all(given):
+            raise ValueError("stall_ratio, steady_low and steady_high go together: give all three or none")
+        return self
+
     def stall_rate(self, pipelined: bool, nodes) -> Stalls | None:
-        """The measured runs' stalls nearest ``nodes`` from below (else the smallest count), with or without a
-        pipeline; None without such runs."""
+        """The measured runs' stalls at the nearest node count at or below ``nodes`` (else the smallest count), with
+        or without a pipeline; None without such runs."""
         rows = sorted((s for s in self.stalls if s.pipelined == pipelined), key=lambda s: s.nodes)
         below = [s for s in rows if s.nodes <= nodes]
         return below[-1] if below else (rows[0] if rows else None)
@@ -211,7 +222,7 @@ FRAMEWORKS: dict[str, Framework] = {
             time=FrameworkTime.builtin(
                 hardware="h100-sxm", kernel_factor=1.04, layer_floor_s=0.004407, pipeline_tp_rank_s=0.002069,
                 data_factor=3.578,
-                error_low=-0.883, error_high=0.313, stall_ratio=2.014, steady_low=-0.335, steady_high=0.327,
+                error_low=-0.883, error_high=0.313, stall_ratio=2.014, steady_low=-0.335, steady_high=0.327, max_nodes=32,
                 stalls=[Stalls.builtin(pipelined=p, nodes=n, stalled=k, runs=t) for p, n, k, t in _NANOTRON_STALLS],
                 fitted_on="977 runs of shared/data/training-runs/ultrascale_playbook_1b_3b.csv on 1-32 nodes "
                 "(step = gbs x 4096 / tok_s; the 148 runs on 64 nodes, a median 3.9x slower than predicted, are "

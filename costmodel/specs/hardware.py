@@ -143,7 +143,7 @@ class StepModel(Spec):
             low, high = self.fraction_range
             if not low <= self.sustained_fraction <= high:
                 raise ValueError(f"fraction_range [{low}, {high}] must hold sustained_fraction {self.sustained_fraction}")
-            if self.error_low is None:
+            if self.error_low is None or self.error_high is None:
                 raise ValueError("fraction_range widens a band: give error_low and error_high too")
         return self
 
