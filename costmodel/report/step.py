@@ -76,7 +76,7 @@ def _stalls(cost, hardware) -> dict:
     """A fitted framework time's record of stalls: the range of its runs that did not stall and, of its measured
     runs nearest this layout's node count (with or without a pipeline, as this layout), how many stalled."""
     ft = cost.framework.time_on(hardware) if cost.framework is not None else None
-    none = {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None}
+    none = {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None, "layout_nodes": None}
     if ft is None or ft.stall_ratio is None or cost.shape.moe:
         return none
     step_s, domain = cost.step.step_s, hardware.network[0].domain_size or 1
