@@ -23,7 +23,9 @@ KERNELS = ("fused", "eager")
 
 
 def _reruns(point) -> int:
-    return 1 if point.recompute in ("full", "every") else 0
+    """A layer's reruns where every layer is alike: 1 under full recomputation. Under every:K only some layers
+    rerun: :func:`recompute_split` counts them."""
+    return 1 if point.recompute == "full" else 0
 
 
 def recompute_split(of_layer, shape, point, layers, act_bytes, *args):
@@ -45,8 +47,8 @@ def _stream(shape, point):
 
 
 def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None):
-    """One layer's memory-bound ops, forward and backward (and, ``reruns`` = 1, a recomputed forward; None: as
-    the point's recompute mode has every layer), per token. A MoE's layer is an MoE layer (its dense first
+    """One layer's memory-bound ops, forward and backward (and, ``reruns`` = 1, a recomputed forward; None: 1
+    under full recomputation, else 0), per token. A MoE's layer is an MoE layer (its dense first
     layers, if any, are counted as such: a slight overcount)."""
     r, eager = _reruns(point) if reruns is None else reruns, kernels == "eager"
     if not shape.attention:  # the FFN stack: its nonlinearity only

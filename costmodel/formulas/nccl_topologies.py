@@ -158,8 +158,7 @@ def nvls_graph(gpus: int, speeds: tuple, nvlink_gbs: float, nic_gbs: float | Non
     while index > 0 and inter < 2 * intra and speeds[index - 1] <= cap:
         index -= 1
         inter = speeds[index]
-    type_inter = PATH_PIX
-    return Graph(gpus, intra, inter, PATH_NVL, type_inter, 0.0, False, PATTERN_NVLS)
+    return Graph(gpus, intra, inter, PATH_NVL, PATH_PIX, 0.0, False, PATTERN_NVLS)
 
 
 def h100_node(gpus: int) -> Topology:
@@ -167,7 +166,7 @@ def h100_node(gpus: int) -> Topology:
     60 whatever the count, doubled to 12 x 30); NVLS with one head per GPU. Trees are kept as on 8 (an estimate:
     held to the rings' 12 channels, on 2 to 4 GPUs the search may find 12 chains at 40 or 60, which moves no
     choice the tuner makes from 1 KiB to 2 GiB, the tree's estimate staying behind the ring's and NVLS's)."""
-    return replace(H100_1NODE, n_ranks=gpus, max_local_ranks=gpus, nvls_support=gpus > 2,
+    return replace(node_of(H100_1NODE, gpus), nvls_support=gpus > 2,
                    nvls=nvls_graph(gpus, SM90_INTRA_SPEEDS, H100_NVLINK_GBS))
 
 

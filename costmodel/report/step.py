@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
+from costmodel.mathops import ceil_div
 from costmodel.report.common import console, emit_json, table
 from costmodel.report.tables import literal
 
@@ -26,11 +27,15 @@ def band(step, hardware, moe: bool = False, framework=None):
     pair = errors(hardware, step.precision, moe, framework)
     if pair is None:
         return None
-    low, high = step.step_s, step.step_s
-    widened = fraction_widening(step, hardware, framework)
-    if widened is not None:
-        low, high = widened
-    return low / (1 + pair[1]), high / (1 + pair[0])
+    widened = fraction_widening(step, hardware, framework) or (step.step_s, step.step_s)
+    return spread(widened, pair)
+
+
+def spread(predicted, pair):
+    """Where the measured value lies for a band of prediction / measured - 1, ``pair`` = (low, high):
+    (fastest / (1 + high), slowest / (1 + low)); ``predicted`` one value or (fastest, slowest)."""
+    fastest, slowest = predicted if isinstance(predicted, tuple) else (predicted, predicted)
+    return fastest / (1 + pair[1]), slowest / (1 + pair[0])
 
 
 def fraction_widening(step, hardware, framework=None):
@@ -79,12 +84,11 @@ def _stalls(cost, hardware) -> dict:
     none = {"step_s_steady_low": None, "step_s_steady_high": None, "stall_rate": None, "layout_nodes": None}
     if ft is None or ft.stall_ratio is None or cost.shape.moe:
         return none
-    step_s, domain = cost.step.step_s, hardware.network[0].domain_size or 1
-    nodes = -(-cost.step.devices // domain)
+    nodes = ceil_div(cost.step.devices, hardware.network[0].domain_size or 1)
     rate = ft.stall_rate(cost.point.pp > 1, nodes)
     fitted = ft.max_nodes is None or nodes <= ft.max_nodes  # beyond the fitted runs' nodes, their band says nothing
-    return {"step_s_steady_low": step_s / (1 + ft.steady_high) if fitted else None,
-            "step_s_steady_high": step_s / (1 + ft.steady_low) if fitted else None, "layout_nodes": nodes,
+    low, high = spread(cost.step.step_s, (ft.steady_low, ft.steady_high)) if fitted else (None, None)
+    return {"step_s_steady_low": low, "step_s_steady_high": high, "layout_nodes": nodes,
             "stall_rate": rate.model_dump() if rate is not None else None}
 
 
