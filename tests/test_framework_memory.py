@@ -769,3 +769,23 @@ def test_megatron_runs_1f1b_and_interleaved_only():
         with pytest.raises(CostModelError, match=re.escape(f"runs --schedule 1f1b|interleaved, not {schedule}")):
             evaluate_layout(model, recipe, Layout(pp=2, microbatches=4, tokens=4096, schedule=schedule),
                             framework=FRAMEWORKS["megatron"])
+
+
+def test_fsdp2_recipe_runs_the_module_in_bf16_under_fsdp_and_autocast_without():
+    """torchtitan's recipe (fsdp2): under FSDP (ZeRO-3 over 8) the gathered bf16 module saves what a bf16 model
+    saves (megatron's recipe: bf16 residual stream, one norm output per reader); without FSDP torchtitan runs
+    torch.autocast (maybe_enable_amp), and the saved tensors are cs336's (fp32 residual stream, a cast per matmul).
+    State is 16 B/param either way."""
+    spec = load_model("llama3-8b")
+
+    def saved(recipe, **layout):
+        return evaluate_layout(spec, load_recipe(recipe), Layout(tokens=4096, **layout)).heaviest.stage.activation_bytes_per_token
+
+    assert saved("fsdp2", fsdp=8) == saved("megatron", fsdp=8, zero=1) < saved("cs336", fsdp=8)
+    assert saved("fsdp2") == saved("cs336") and saved("fsdp2", fsdp=8, zero=1) == saved("cs336", fsdp=8, zero=1)
+    d = 4096  # per layer and token: fp32 inputs of both norms (2 x 2 B more), 2 more Q/K/V casts and 1 more gate/up
+    # cast (3 x 2 B); the final norm's fp32 input (2 B more)
+    assert saved("cs336", fsdp=8) - saved("fsdp2", fsdp=8) == 32 * (2 * 2 + 3 * 2) * d + 2 * d
+    assert FRAMEWORKS["torchtitan"].recipe == "fsdp2"
+    assert round(100 * (1 - saved("fsdp2", fsdp=8) / saved("cs336", fsdp=8))) == 18  # the README's "18% fewer"
+    assert "matmul: 18% fewer saved bytes on Llama 3 8B" in " ".join((ROOT / "README.md").read_text().split())

@@ -53,9 +53,10 @@ def test_zero_figure_1(stage, gb):
 
 
 def test_recipes_bytes_per_param():
-    """shared/reference/conventions.md, Precision recipes table."""
+    """shared/reference/conventions.md, Precision recipes table; fsdp2 (torchtitan's policy): fp32 weights, grads
+    and AdamW's two states, 4 + 4 + 8."""
     assert {name: r.state_bytes_per_param for name, r in RECIPES.items()} == {
-        "cs336": 16, "zero": 16, "megatron": 18, "scaling-book": 10}
+        "cs336": 16, "fsdp2": 16, "zero": 16, "megatron": 18, "scaling-book": 10}
 
 
 @settings(max_examples=40, deadline=None)

@@ -46,7 +46,7 @@ MODELS = {
     "qwen-like": Transformer(name="qwen-like", hidden=1024, ffn_hidden=4096, layers=10, heads=16, kv_heads=4,
                              vocab=32000, qkv_bias=True, seq_len=1024),
 }
-RECIPES = ["cs336", "megatron", "zero", "scaling-book"]
+RECIPES = ["cs336", "fsdp2", "megatron", "zero", "scaling-book"]
 HARDWARE = ["h100-sxm", "a100-80gb", "tpu-v5p"]
 DEGREES = {"dp": [2, 4, 8], "fsdp": [2, 4, 8, 16], "tp": [2, 4, 8], "pp": [2, 3, 4, 6], "cp": [2, 4]}
 

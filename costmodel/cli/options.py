@@ -30,7 +30,8 @@ _OUT = "Output"
 ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", metavar="NAME|FILE", help="Built-in model name (see `cost4d models`) or a spec file (.toml/.json).")]
 RecipeOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
-    help="Precision recipe: cs336 (default, 16 B/param), zero, megatron, scaling-book, or a file.")]
+    help="Precision recipe: cs336 (default, 16 B/param), fsdp2 (FSDP2's bf16 policy, torchtitan's), zero, megatron, "
+    "scaling-book, or a file.")]
 FrameworkOpt = Annotated[str, typer.Option(metavar="NAME|FILE",
     help="What the training framework adds to the exact accounting: exact (default: state and saved "
     "tensors only, as PyTorch's hooks see them), nanotron (its buffers, fp32 loss, compute-balanced "

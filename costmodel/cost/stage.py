@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from costmodel.mathops import exact_div, floor_div, maximum, minimum
-from costmodel.parallel import expert, pipeline, tensor
+from costmodel.mathops import exact_div, floor_div, maximum, minimum, where
+from costmodel.parallel import data, expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
 from costmodel.record import record
 
@@ -57,28 +57,40 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     routed = 0 if dense is None else (layers - dense) * expert.routed_params_per_layer(shape, point)
     params, root = tensor.stage_params_per_device(shape, layers=layers, first=role.first, last=role.last,
                                                   tp=point.tp, ends=point.tp_ends, dense_layers=dense)
+    autocast = data.runs_autocast(recipe, point.zero, point.fsdp)
+    if isinstance(autocast, bool):
+        per_token = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
+    else:  # arrays of shard counts under FSDP2's policy: autocast where the data axis does not shard weights
+        per_token = where(autocast, _saved_per_token(shape, recipe, point, role, layers, dense, True),
+                          _saved_per_token(shape, recipe, point, role, layers, dense, False))
+    flight = pipeline.in_flight(point, role)
+    copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
+    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied)
+
+
+def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):
+    """The stage's saved bytes per micro-batch token on one device: kept layers whole, recomputed ones their
+    input, the first and last stages' extras. ``autocast``: the model runs under torch.autocast (fp32
+    residual stream, a cast of each norm output per matmul)."""
     act = recipe.activation_bytes
+    residual_bytes = recipe.master_bytes if autocast else act
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
-                   flash=point.flash, norm_stats=point.norm_stats, eager=point.eager, autocast=recipe.autocast,
-                   residual_bytes=recipe.residual_bytes)
+                   flash=point.flash, norm_stats=point.norm_stats, eager=point.eager, autocast=autocast,
+                   residual_bytes=residual_bytes)
     if shape.moe:
         options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
     kept = shape.layer_activation_bytes_per_token(**options)
     again = recomputed_layers(layers, point)
-    residual = recipe.residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
+    residual = residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
                                                                                     sp=point.sp)
     if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' ('every': the K-th, 2K-th, ...
         kept_dense = dense - recomputed_layers(dense, point)  # recomputed, as the collectives count them)
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
-    per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(
-        act_bytes=act, autocast=recipe.autocast)
-    per_token = per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
-                                                                              norm_stats=point.norm_stats,
-                                                                              residual_bytes=recipe.residual_bytes)
-    flight = pipeline.in_flight(point, role)
-    copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
-    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied)
+    per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(act_bytes=act, autocast=autocast)
+    return per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
+                                                                         norm_stats=point.norm_stats,
+                                                                         residual_bytes=residual_bytes)
 
 
 def copied_params(shape, point, layers, dense, role):

@@ -223,9 +223,9 @@ FRAMEWORKS: dict[str, Framework] = {
         ),
         Framework.builtin(
             name="torchtitan",
-            description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 compute, fp32 "
-            "reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
-            recipe="cs336", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32", p2p_buffers=True,
+            description="torchtitan with FSDP2 (--fsdp N, ZeRO-3): fp32 sharded params, bf16 gathered weights and "
+            "activations, fp32 reduce-scatter, fused AdamW, fp32 cross-entropy on an upcast copy",
+            recipe="fsdp2", split="even", loss_upcast="copy", fsdp_buffers=True, reduce_dtype="fp32", p2p_buffers=True,
             zero_stages=[3],
             data_overlap="overlap",
             data_overlap_source="FSDP2 prefetches each block's all-gather and reduce-scatters on its own streams "

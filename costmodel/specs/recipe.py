@@ -19,6 +19,11 @@ class Recipe(Spec):
         "transient",
         description="transient: autocast casts the master weights at each use (nothing kept); "
         "persistent: a low-precision copy of the weights is kept as the model's parameters")
+    casts: Literal["autocast", "fsdp"] = field(
+        "autocast", description="who makes transient compute weights: autocast (torch.autocast casts each weight at "
+        "its matmul; the model runs in the master dtype) or fsdp (FSDP2's MixedPrecisionPolicy gathers them in the "
+        "compute dtype and the module runs in it: every activation, the residual stream included, in the compute "
+        "dtype; where the data axis does not shard weights, autocast, as torchtitan's maybe_enable_amp)")
     master: Dtype = field("fp32", description="dtype of the master weights the optimizer updates")
     grads: Dtype = field("fp32", description="dtype of the accumulated gradients kept between steps")
     grad_comm: Dtype = field("bf16", description="dtype gradients are reduced in")
@@ -62,7 +67,8 @@ class Recipe(Spec):
     @property
     def autocast(self) -> bool:
         """Whether matmuls cast the master weights at each use (torch.autocast): the model runs in the
-        master dtype and only autocast's ops run in the compute dtype."""
+        master dtype and only autocast's ops run in the compute dtype. Under ``casts`` fsdp, only where the
+        data axis does not shard weights (parallel/data/state.runs_autocast)."""
         return self.compute_weights == "transient"
 
     @property
@@ -86,6 +92,17 @@ RECIPES: dict[str, Recipe] = {
             name="cs336",
             description="fp32 master weights, fp32 accumulated grads, fp32 AdamW; bf16 autocast (16 B/param)",
             source="Stanford CS336 (Spring 2025) Assignment 2, communication_accounting",
+        ),
+        Recipe.builtin(
+            name="fsdp2",
+            description="FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 sharded weights, "
+            "grads and AdamW (16 B/param); weights gathered in bf16, the module runs in bf16, gradients reduced in "
+            "fp32; autocast without FSDP",
+            casts="fsdp", grad_comm="fp32",
+            source="pytorch/torchtitan@238fa995: models/llama3/infra/parallelize.py apply_fsdp "
+            "(MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32), the defaults of "
+            "config/job_config.py mixed_precision_param / mixed_precision_reduce); distributed/utils.py "
+            "maybe_enable_amp (torch.autocast only without FSDP)",
         ),
         Recipe.builtin(
             name="zero",

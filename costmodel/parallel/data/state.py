@@ -31,6 +31,19 @@ def fsdp_active(zero: int, fsdp):
     return above_one(fsdp) if zero >= 3 else False
 
 
+def runs_autocast(recipe, zero: int, fsdp):
+    """Whether the model runs under torch.autocast (fp32 residual stream, a bf16 cast per matmul): a
+    recipe with transient compute weights, unless FSDP2's MixedPrecisionPolicy gathers them (``casts``
+    fsdp) where the data axis shards weights, the module then running in the compute dtype. A bool, or
+    per element for arrays of shard counts."""
+    if not recipe.autocast:
+        return False
+    if recipe.casts == "autocast":
+        return True
+    active = fsdp_active(zero, fsdp)
+    return ~active if hasattr(active, "dtype") else not bool(active)
+
+
 def gather_dtype_bytes(recipe, zero: int) -> int:
     """Bytes per parameter all-gathered on the data axis.
 
