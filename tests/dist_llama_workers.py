@@ -35,6 +35,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
                                                RowwiseParallel, SequenceParallel, parallelize_module)
+import torch_sac
 from torch_models import Decoder
 
 from costmodel.specs.model import Transformer
@@ -88,14 +89,15 @@ def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW, checkp
 
     With ``sp`` the embedding's output is cut to this rank's sequence shard, the final norm runs
     sequence-parallel, and the lm_head gathers the full sequence back. ``checkpoint`` "reentrant" /
-    "non-reentrant": every block recomputed in backward (full recomputation).
+    "non-reentrant": every block recomputed in backward (full recomputation); "op": torchtitan's per-op policy.
     """
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = Decoder(spec).to(torch.bfloat16)
     for block in model.blocks:
         parallelize_module(block, mesh, block_plan(sp=sp, per_module=per_module))
     if checkpoint is not None:
-        model.blocks = nn.ModuleList(Checkpointed(block, checkpoint == "reentrant") for block in model.blocks)
+        policy = torch_sac.context_fn if checkpoint == "op" else None
+        model.blocks = nn.ModuleList(Checkpointed(block, checkpoint == "reentrant", policy) for block in model.blocks)
     if sp:
         parallelize_module(model, mesh, {
             "embed": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1),
@@ -197,6 +199,9 @@ CASES = {
                                                  "checkpoint": "non-reentrant"}),
     "sp-sgd-recompute": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD,
                                    "checkpoint": "reentrant"}),
+    # torchtitan's per-op policy (tests/torch_sac.py): reduce-scatter outputs kept, all-gathers and all-reduces rerun
+    "tp-op": (tp_step, {"sp": False, "per_module": True, "checkpoint": "op"}),
+    "sp-sgd-op": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD, "checkpoint": "op"}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
     "pp-1f1b": (pp_step, {"schedule": "1f1b"}),
 }

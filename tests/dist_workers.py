@@ -178,13 +178,16 @@ def fsdp2_step(spec, batch, seq, *, reshard_after_forward):
 
 
 class Checkpointed(torch.nn.Module):
-    """A block whose forward torch.utils.checkpoint reruns in backward (reentrant or not)."""
+    """A block whose forward torch.utils.checkpoint reruns in backward (reentrant or not; or, with ``context_fn``,
+    non-reentrant under a selective policy)."""
 
-    def __init__(self, block, reentrant: bool):
+    def __init__(self, block, reentrant: bool, context_fn=None):
         super().__init__()
-        self.block, self.reentrant = block, reentrant
+        self.block, self.reentrant, self.context_fn = block, reentrant, context_fn
 
     def forward(self, x):
+        if self.context_fn is not None:  # a selective policy (non-reentrant only)
+            return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False, context_fn=self.context_fn)
         return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
 
 

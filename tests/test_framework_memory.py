@@ -21,7 +21,7 @@ from costmodel.errors import CostModelError
 from costmodel.parallel.pipeline.stages import every_stage, stage_layers
 from costmodel.specs.framework import FRAMEWORKS
 from costmodel.specs.layout import Layout
-from costmodel.specs.load import load_model, load_recipe
+from costmodel.specs.load import load_hardware, load_model, load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT.parent / "shared" / "data" / "training-runs" / "ultrascale_playbook_1b_3b.csv"
@@ -615,7 +615,6 @@ def test_replicated_kv_gradients_sum_inside_the_node():
     """t = 16 over 2 nodes of 8 H100s, 8 KV heads: each head's 2 copies sit on adjacent TP ranks, so their
     gradient all-reduce is a 2-GPU NCCL all-reduce inside one node, not a 16-rank one across nodes."""
     from costmodel.cost.nccl import choice
-    from costmodel.specs.load import load_hardware
 
     spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
     cost = evaluate_layout(spec, MEGATRON, Layout(tp=16, sp=True, tokens=8192, tp_kv="replicate"), h100)
@@ -789,3 +788,16 @@ def test_fsdp2_recipe_runs_the_module_in_bf16_under_fsdp_and_autocast_without():
     assert FRAMEWORKS["torchtitan"].recipe == "fsdp2"
     assert round(100 * (1 - saved("fsdp2", fsdp=8) / saved("cs336", fsdp=8))) == 18  # the README's "18% fewer"
     assert "matmul: 18% fewer saved bytes on Llama 3 8B" in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_readme_op_recompute_figures():
+    """The README's torchtitan --recompute op figures: Llama 3 8B, FSDP over 8 h100-sxm, 8,192 tokens a GPU."""
+    spec, titan, hardware = load_model("llama3-8b"), FRAMEWORKS["torchtitan"], load_hardware("h100-sxm")
+    runs = {r: evaluate_layout(spec, load_recipe("fsdp2"), Layout(fsdp=8, tokens=8192, recompute=r), hardware,
+                               framework=titan) for r in ("none", "op", "full")}
+    kept = {r: f"{c.heaviest.activation_bytes / 1e9:.1f}" for r, c in runs.items()}
+    longer = {r: f"{100 * (runs[r].step.step_s / runs['none'].step.step_s - 1):.1f}%" for r in ("op", "full")}
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"it keeps {kept['op']} GB of activations where none keeps {kept['none']} and full {kept['full']} (the fp32 "
+            f"logits included), and the step takes {longer['op']} longer than without recomputation (full: "
+            f"{longer['full']})") in text

@@ -65,7 +65,7 @@ def draw_group(rng: random.Random) -> Group:
     on = tuple(a for a in DEGREES if rng.random() < 0.45)
     pipelined = "pp" in on
     schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"]) if pipelined else "1f1b"
-    recompute = rng.choice(["none", "selective", "full", "every"])
+    recompute = rng.choice(["none", "selective", "full", "every", "op"])
     structure = dict(zero=rng.choice([0, 1, 2, 3]), sp="tp" in on and rng.random() < 0.5, recompute=recompute,
                      flash=rng.random() < 0.7, norm_stats=rng.random() < 0.7, schedule=schedule,
                      cp_kind=rng.choice(["ring", "a2a"]), tp_ends=rng.choice(["vocab-parallel", "replicated"]),
@@ -215,7 +215,7 @@ def test_three_evaluations_agree_on_ten_thousand_layouts():
     # the draw covers every model, axis, recompute policy, schedule, ZeRO stage, CP kind and device
     assert {g.model for g in groups} == set(MODELS)
     assert {a for g in groups for a in g.on} == set(DEGREES)
-    assert {g.structure["recompute"] for g in groups} == {"none", "selective", "full", "every"}
+    assert {g.structure["recompute"] for g in groups} == {"none", "selective", "full", "every", "op"}
     assert {g.structure["checkpoint"] for g in groups if g.structure["recompute"] in ("full", "every")
             and "tp" in g.on} == {"reentrant", "non-reentrant"}
     assert {g.structure["schedule"] for g in groups if "pp" in g.on} == {"gpipe", "1f1b", "interleaved", "zb-h1"}

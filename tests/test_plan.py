@@ -247,3 +247,16 @@ def test_memory_sure_keeps_only_layouts_whose_band_fits():
                     for extra in ([], ["--memory", "sure"]))
     assert all(row["memory_verdict"] == "fits" for row in sure["layouts"])
     assert sure["feasible"] < likely["feasible"] and sure["capacity_bytes"] < likely["capacity_bytes"]
+
+
+def test_plan_searches_the_frameworks_recompute_modes():
+    """torchtitan recomputes none, full or by its op policy (every:K is not searched), never Megatron's selective;
+    the exact accounting searches none, selective and full; op is left out for blocks it is not modelled for."""
+    spec, rec = load_model("llama3-8b"), load_recipe("fsdp2")
+    titan = plan(spec, rec, H100, devices=8, global_tokens=2**19, seq=8192, framework=FRAMEWORKS["torchtitan"], top=10_000)
+    assert {p.layout["recompute"] for p in titan.best} == {"none", "full", "op"}
+    exact = plan(spec, rec, H100, devices=8, global_tokens=2**19, seq=8192, top=10_000)
+    assert {p.layout["recompute"] for p in exact.best} == {"none", "selective", "full"}
+    moe = plan(load_model("mixtral-8x7b"), load_recipe("megatron"), H100, devices=64, global_tokens=2**20, seq=4096,
+               framework=FRAMEWORKS["torchtitan"], top=10_000)
+    assert moe.best and {p.layout["recompute"] for p in moe.best} <= {"none", "full"}

@@ -490,14 +490,21 @@ def test_a_fraction_range_must_hold_the_fraction_and_widen_a_band():
         StepModel.model_validate({**base, "fraction_range": [0.8, 1.0]})
 
 
-def test_torchtitan_says_its_selective_recomputation_is_not_modelled():
-    """torchtitan's configs recompute by op policy (selective 'op'), which --recompute selective (Megatron's) is
-    not: step and memory say so with every answer under that profile."""
+def test_torchtitan_runs_its_own_recompute_modes():
+    """torchtitan's activation checkpointing is none, full, selective by layer (every:K) or by op (op): priced without
+    recomputation, step and memory point to its configs' op; Megatron's selective is refused in one line."""
     from typer.testing import CliRunner
 
     from costmodel.cli import app
 
+    base = ["--model", "llama3-8b", "--fsdp", "8", "--tokens", "8192", "--framework", "torchtitan", "--plain"]
     for command in (["step", "--hardware", "h100-sxm"], ["memory"]):
-        out = CliRunner().invoke(app, [*command, "--model", "llama3-8b", "--fsdp", "8", "--tokens", "8192",
-                                       "--framework", "torchtitan", "--plain"]).stdout
-        assert "Recomputation (torchtitan): its configs' selective AC ('op')" in " ".join(out.split())
+        plain = " ".join(CliRunner().invoke(app, [*command, *base]).stdout.split())
+        assert "Recomputation (torchtitan): its train configs run selective AC 'op'" in plain and "--recompute op" in plain
+        op = CliRunner().invoke(app, [*command, *base, "--recompute", "op"])
+        assert op.exit_code == 0 and "Recomputation (torchtitan)" not in op.stdout
+        refused = subprocess.run([sys.executable, "-m", "costmodel", *command, *base, "--recompute", "selective"],
+                                 capture_output=True, text=True)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            "error: --framework torchtitan recomputes with --recompute none|full|every:K|op, not selective (Megatron's: "
+            "the attention core)"], refused.stderr

@@ -126,6 +126,12 @@ CASES = [
      "parallel/tensor/collectives.py recompute_collectives, sp=True"),
     ("sp-sgd-recompute", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="full"), None,
      "parallel/tensor/collectives.py recompute_collectives, sp=True, reentrant"),
+    # torchtitan's per-op policy: without SP attention's all-reduce reruns (the MLP's falls after the early stop);
+    # with SP the two all-gathers rerun and the reduce-scatters, on its save list, do not
+    ("tp-op", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated", recompute="op"), None,
+     "parallel/tensor/collectives.py recompute_collectives, keeps_scatters"),
+    ("sp-sgd-op", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="op"), None,
+     "parallel/tensor/collectives.py recompute_collectives, keeps_scatters, sp=True"),
 ]
 PP_CASES = [("pp-gpipe", "gpipe"), ("pp-1f1b", "1f1b")]
 
@@ -222,8 +228,16 @@ def test_dispatch_mode_sees_every_python_api_call(measured):
     for logs in ranks:
         for case, _, _, _ in CASES:
             assert logs[case]["python_api"], case
-            assert [(r["op"], r["phase"]) for r in logs[case]["dispatch"]] == \
-                [(r["op"], r["phase"]) for r in logs[case]["python_api"]], case
+            dispatched = [(r["op"], r["phase"]) for r in logs[case]["dispatch"]]
+            called = [(r["op"], r["phase"]) for r in logs[case]["python_api"]]
+            if case.endswith("-op"):  # the rerun calls reduce_scatter_tensor's Python API again, and the policy's
+                # cache answers it below the API without sending (dispatch log: nothing); all else is alike
+                rest = called.copy()
+                for row in dispatched:
+                    rest.remove(row)
+                assert rest and set(rest) == {("reduce-scatter", "backward")} if "sp" in case else not rest, case
+                continue
+            assert dispatched == called, case
 
 
 def test_every_rank_issues_the_same_collectives(measured):

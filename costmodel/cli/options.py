@@ -105,9 +105,10 @@ LimitOpt = Annotated[Optional[str], typer.Option(metavar="SIZE",
     help="Memory limit per device, e.g. 95GB (1e9 B) or 80GiB; default the --hardware's HBM.")]
 
 _ADV = "Transformer training: recompute, pipeline, context"
-RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K",
-    help="Activation recomputation: none, selective (attention core), full (layer inputs only), "
-    "or every:K (every K-th layer fully).", rich_help_panel=_ADV)]
+RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K|op",
+    help="Activation recomputation: none, selective (Megatron's: the attention core), full (layer inputs only), "
+    "every:K (every K-th layer fully; torchtitan's layer AC) or op (torchtitan's selective AC: keeps every second "
+    "matmul's output and attention's, reruns the rest; dense Llama-style blocks).", rich_help_panel=_ADV)]
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 CheckpointOpt = Annotated[str, choices(("reentrant", "non-reentrant"), "MODE",

@@ -7,6 +7,7 @@ from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.mathops import above_one, where
 from costmodel.parallel.collective import Rule
+from costmodel.cost import shape_op
 
 AXES = (pipeline, tensor, context, data, expert)
 
@@ -15,7 +16,7 @@ def rules(shape, point, hardware=None) -> list:
     """Every axis's rules, the pipeline's first (a stage count above L makes the rest moot), then the
     placement's on ``hardware``."""
     placed = placement_rules(hardware, point) if hardware is not None else []
-    return [rule for axis in AXES for rule in axis.checks(shape, point)] + placed
+    return [rule for axis in AXES for rule in axis.checks(shape, point)] + shape_op.rules(shape, point) + placed
 
 
 def check(shape, point, hardware=None) -> None:

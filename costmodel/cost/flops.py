@@ -83,9 +83,13 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     whose output only feeds the residual add, is not run again: 2 F D fewer per layer and token
     (measured with FlopCounterMode in tests/test_torch_llama_activations.py); under selective
     recomputation of math attention the product with V, whose output the output projection saved, is not
-    rerun either (2 s a d_v fewer; flash attention reruns its one kernel whole; tests/test_torch_autocast.py). Reentrant (and Megatron's recompute) reruns all."""
+    rerun either (2 s a d_v fewer; flash attention reruns its one kernel whole; tests/test_torch_autocast.py). Reentrant (and Megatron's recompute) reruns all.
+    ``op`` (torchtitan's per-op policy): each block reruns every second matmul but its last, not attention
+    (formulas/op_checkpoint.py)."""
     if point.recompute == "selective":
         return attention_recompute_flops_per_token(shape, point, seq_len)
+    if point.recompute == "op":  # torchtitan's policy: every second matmul but the last, attention kept
+        return shape.layers * shape.op_rerun_flops_per_token()
     layer = shape.layer_forward_flops_per_token(seq_len)
     if point.checkpoint == "non-reentrant":
         layer = layer - 2 * shape.mlp_width * shape.width
@@ -109,7 +113,7 @@ def attention_recompute_flops_per_token(shape, point, seq_len=None):
     """Of :func:`recompute_flops_per_token`, the attention core's (Q K^T and A V over the full s x s): every
     layer's under selective recomputation, the recomputed layers' under full (flash attention reruns its
     one kernel whole; math attention under non-reentrant selective recomputation skips A V, as there)."""
-    if point.recompute == "none" or not shape.attention:
+    if point.recompute in ("none", "op") or not shape.attention:  # op keeps attention's output
         return 0
     core = shape.attention_score_flops_per_token(seq_len)
     if point.recompute == "selective":

@@ -23,9 +23,10 @@ KERNELS = ("fused", "eager")
 
 
 def _reruns(point) -> int:
-    """A layer's reruns where every layer is alike: 1 under full recomputation. Under every:K only some layers
-    rerun: :func:`recompute_split` counts them."""
-    return 1 if point.recompute == "full" else 0
+    """A layer's reruns where every layer is alike: 1 under full recomputation and torchtitan's op policy (which
+    keeps matmul and attention outputs only). Under every:K only some layers rerun: :func:`recompute_split`
+    counts them."""
+    return 1 if point.recompute in ("full", "op") else 0
 
 
 def recompute_split(of_layer, shape, point, layers, act_bytes, *args):
@@ -74,7 +75,7 @@ def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None)
     if eager and not shape.mla:
         out = out + _eager_attention_extras(shape, point, act_bytes, r)
     if not point.flash:  # math attention: the softmax (and dropout) over a s scores, rerun by any recomputation
-        core = 1 if point.recompute != "none" else 0
+        core = 1 if point.recompute not in ("none", "op") else 0  # op runs flash attention only (shape_op.rules)
         heads = shape.heads / point.tp
         out = out + mb.softmax_bytes(heads=heads, seq_len=shape.seq_len, act_bytes=act_bytes, reruns=core)
         if shape.dropout:

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from costmodel.cost.shape_mla import MLA_LETTERS, LatentAttention, mla_fields
 from costmodel.cost.shape_moe import MOE_LETTERS, MixtureOfExperts, moe_fields
+from costmodel.cost.shape_op import OpCheckpoint
 from costmodel.formulas import activations as ac
 from costmodel.formulas import flops as fl
 from costmodel.formulas import memory as mem
@@ -29,7 +30,7 @@ ALL_LETTERS = {**LETTERS, **MOE_LETTERS, **MLA_LETTERS}
 
 
 @record
-class Shape(MixtureOfExperts, LatentAttention):
+class Shape(MixtureOfExperts, LatentAttention, OpCheckpoint):
     """Widths (numbers or symbols) and structure (Python values) of one model."""
 
     name: str

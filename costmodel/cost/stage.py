@@ -36,10 +36,10 @@ def dense_layers_on(shape, layers, start):
 
 
 def recomputed_layers(layers, point):
-    """Layers whose activations are recomputed: none, all ('full') or every K-th ('every'): the K-th, 2K-th, ...
+    """Layers whose forward reruns in backward: none, all ('full', and 'op' in part) or every K-th ('every'): the K-th, 2K-th, ...
     of the stage's layers, floor(L / K) of them (torchtitan's layer AC: a block is checkpointed when its running
     count is a multiple of ac_freq)."""
-    if point.recompute == "full":
+    if point.recompute in ("full", "op"):  # op: every block reruns its unsaved ops (formulas/op_checkpoint.py)
         return layers
     if point.recompute == "every":
         return floor_div(layers, point.recompute_layers)
@@ -79,8 +79,12 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
                    residual_bytes=residual_bytes)
     if shape.moe:
         options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
-    kept = shape.layer_activation_bytes_per_token(**options)
-    again = recomputed_layers(layers, point)
+    if point.recompute == "op":  # torchtitan's per-op policy (dense blocks only: cost/shape_op.rules)
+        kept = shape.op_layer_bytes_per_token(act_bytes=act, residual_bytes=residual_bytes, tp=point.tp, sp=point.sp)
+        again = 0
+    else:
+        kept = shape.layer_activation_bytes_per_token(**options)
+        again = recomputed_layers(layers, point)
     residual = residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
     per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
                                                                                     sp=point.sp)

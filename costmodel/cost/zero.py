@@ -16,6 +16,11 @@ from costmodel.parallel.data.partition import partition_overhang
 
 def check_runs(framework, point) -> None:
     """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
+    if framework.recompute_modes is not None and point.recompute not in framework.recompute_modes:
+        named = {"every": "every:K", "selective": "selective (Megatron's: the attention core)"}
+        raise CostModelError(f"--framework {framework.name} recomputes with --recompute "
+                             f"{'|'.join(named.get(m, m) for m in framework.recompute_modes)}, not "
+                             f"{named.get(point.recompute, point.recompute)}")
     pipelined = isinstance(point.pp, int) and point.pp > 1
     if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
         raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "

@@ -141,7 +141,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     if cost.framework is not None:
         out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the largest phase (forward-backward, gradient sync, optimizer step), not the sum of every term; "
                   f"fitted on {cost.framework.fitted_on or 'nothing'}.")
-        if cost.framework.recompute_note:
+        if cost.framework.recompute_note and cost.point.recompute == "none":
             out.print(f"Recomputation ({literal(cost.framework.name)}): {literal(cost.framework.recompute_note)}")
     if layout.pp > 1:
         _print_stages(out, cost, data["pipeline"], units)

@@ -155,7 +155,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         out.print(f"DP/FSDP traffic: {'hidden behind backward where it can' if b.overlap == 'overlap' else 'not overlapped'}"
                   f" ({b.overlap}: {b.overlap_why})")
     out.print(f"Step-model parameters: {literal(hardware.step_model.source)}")
-    if cost.framework is not None and cost.framework.recompute_note:
+    if cost.framework is not None and cost.framework.recompute_note and cost.point.recompute == "none":
         out.print(f"Recomputation ({literal(cost.framework.name)}): {literal(cost.framework.recompute_note)}")
     if cost.framework is not None and cost.framework.time is not None and not timed:
         out.print(f"{literal(cost.framework.name)}'s fitted time is for {cost.framework.time.hardware} (its runs'); "

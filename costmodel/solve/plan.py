@@ -19,6 +19,7 @@ import itertools
 import time
 from dataclasses import field, replace
 
+from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
 from costmodel.record import record
@@ -101,7 +102,11 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my, order = rows.T
     stages = tuple(framework.zero_stages or ZERO_STAGES) if framework is not None else ZERO_STAGES
-    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, RECOMPUTE, SCHEDULES, CP_KINDS,
+    modes = RECOMPUTE if framework is None or framework.recompute_modes is None else tuple(
+        m for m in framework.recompute_modes if m != "every")  # every:K: not searched
+    if unmodelled_block(shape) is not None:
+        modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
+    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, CP_KINDS,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
         if not sp:

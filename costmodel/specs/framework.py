@@ -28,8 +28,8 @@ class Framework(Spec):
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")
     recompute_note: Text = field(
-        "", description="where its own activation recomputation differs from --recompute's (selective: Megatron's, "
-        "the attention core): said with every step and memory it prices")
+        "", description="how its own configs recompute, in --recompute's terms: said with a step or memory priced "
+        "without recomputation")
     kernels: Literal["fused", "eager"] = field(
         "fused", description="its memory-bound ops: fused kernels (Megatron-core, Transformer Engine, "
         "torch.compile) or eager PyTorch, op by op (torchtitan's Llama code; cost/memory_bound.py)")
@@ -51,6 +51,8 @@ class Framework(Spec):
     pending_reduce_scatters: bool = field(
         False, description="without a pipeline, the host runs a step ahead of the GPU: every row-parallel "
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
+    recompute_modes: list[Literal["none", "selective", "full", "every", "op"]] | None = field(
+        None, description="the --recompute policies it runs (None: any); plan searches these")
     schedules: list[Literal[SCHEDULES]] | None = field(
         None, description="the pipeline schedules its engine runs (None: any)")
     zero_stages: list[Literal[1, 2, 3]] | None = field(
@@ -232,10 +234,10 @@ FRAMEWORKS: dict[str, Framework] = {
             "(torch distributed/fsdp/_fully_shard/_fsdp_param_group.py)",
             attention_kernel="cudnn",  # SDPA with cuDNN attention first (models/attention.py L169-199)
             kernels="eager",  # compile = false in its train configs (models/llama3/train_configs/llama3_8b.toml)
-            recompute_note="its configs' selective AC ('op') saves every matmul's output but every second one's and "
-            "attention's and reruns every other op (distributed/activation_checkpoint.py _custom_policy); cost4d does "
-            "not model it: --recompute selective is Megatron's (the attention core reruns), full and every:K are "
-            "torchtitan's full and layer AC",
+            recompute_note="its train configs run selective AC 'op' (mode = \"selective\", selective_ac_option = "
+            "\"op\"): give --recompute op",
+            # activation_checkpoint.mode none | full | selective with selective_ac_option "op" or a layer frequency K
+            recompute_modes=["none", "full", "every", "op"],
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "

@@ -52,9 +52,10 @@ class Layout(Checked):
         True, description="FSDP frees gathered weights after forward and gathers again in backward")
     mx: Degree = Field(1, description="M_X: torus axes the data axis spans (TPU)")
     my: Degree = Field(1, description="M_Y: torus axes the TP axis spans (TPU)")
-    recompute: Literal["none", "selective", "full", "every"] = Field(
+    recompute: Literal["none", "selective", "full", "every", "op"] = Field(
         "none", description="activation recomputation: selective drops the attention core, full keeps "
-        "only layer inputs, every recomputes every recompute_layers-th layer whole (torchtitan's layer AC frequency)")
+        "only layer inputs, every recomputes every recompute_layers-th layer whole (torchtitan's layer AC frequency), "
+        "op is torchtitan's per-op selective AC (keeps every second matmul's output and attention's, reruns the rest)")
     recompute_layers: count(bounds.LAYERS) = Field(
         1, description="K for recompute='every': the K-th, 2K-th, ... layer is recomputed, floor(L / K) of them")
     checkpoint: Literal["reentrant", "non-reentrant"] = Field(
