@@ -41,13 +41,14 @@ from torch_models import Decoder
 from costmodel.specs.model import Transformer
 
 
-def fsdp2_step(spec, tokens, *, blocks, root):
-    """fully_shard each block, then the root (embedding, final norm, lm_head); bf16 compute and reduce.
+def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16):
+    """fully_shard each block, then the root (embedding, final norm, lm_head); bf16 compute, bf16 reduce (or
+    ``reduce_dtype``: torchtitan's fp32).
 
     ``blocks`` / ``root``: the reshard_after_forward passed to fully_shard, None = not passed.
     """
     model = Decoder(spec)
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
     for block in model.blocks:
         fully_shard(block, mp_policy=policy, **_reshard(blocks))
     fully_shard(model, mp_policy=policy, **_reshard(root))
@@ -188,6 +189,7 @@ CASES = {
     "fsdp2-keep": (fsdp2_step, {"blocks": False, "root": None}),
     "fsdp2-default": (fsdp2_step, {"blocks": None, "root": None}),  # torch's default everywhere
     "fsdp2-root-explicit": (fsdp2_step, {"blocks": True, "root": True}),  # True passed to the root too
+    "fsdp2-fp32-reduce": (fsdp2_step, {"blocks": True, "root": None, "reduce_dtype": torch.float32}),  # torchtitan's
     "tp": (tp_step, {"sp": False, "per_module": True}),
     "tp-per-linear": (tp_step, {"sp": False, "per_module": False}),
     "sp": (tp_step, {"sp": True, "per_module": True}),

@@ -48,6 +48,13 @@ from costmodel.specs.model import FFNStack
 NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional"}
 NOT_COLLECTIVES = {"wait_tensor", "_wrap_tensor_autograd"}  # bookkeeping ops, nothing sent
 
+# FSDP2's copies (torch.ops.fsdp, distributed/fsdp/_fully_shard/_fsdp_collectives.py) -> (bytes read, written):
+# the all-gather output into the parameters, the gradients into the reduce-scatter input
+FSDP_COPIES = {
+    "split_with_sizes_copy": lambda args, kwargs: (_nbytes(args[0]), sum(_nbytes(t) for t in kwargs["out"])),
+    "chunk_cat": lambda args, kwargs: (sum(_nbytes(t) for t in args[0]), _nbytes(kwargs["out"])),
+}
+
 # dispatcher op -> (kind, index of its input in args, index of its output in args or "out" for the
 # returned tensor); the group is read from the op's group argument (_group_size)
 DISPATCH_OPS = {
@@ -85,6 +92,7 @@ class DispatchLog(TorchDispatchMode):
         super().__init__()
         self.phase = "setup"
         self.records = []
+        self.copies = []  # FSDP2's copies around its collectives: op, phase, bytes read and written
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if any(issubclass(t, DTensor) for t in types):
@@ -94,6 +102,9 @@ class DispatchLog(TorchDispatchMode):
             # first with this mode still on, as torch's CommDebugMode does.
             return NotImplemented
         out = func(*args, **(kwargs or {}))
+        if func.namespace == "fsdp" and func._opname in FSDP_COPIES:
+            read, written = FSDP_COPIES[func._opname](args, kwargs or {})
+            self.copies.append({"op": func._opname, "phase": self.phase, "read": read, "written": written})
         if func.namespace in NAMESPACES and func._opname not in NOT_COLLECTIVES:
             name = f"{func.namespace}.{func._opname}"
             record = {"op": name, "phase": self.phase, "input_bytes": None, "output_bytes": None,
@@ -162,7 +173,7 @@ def training_step(model, x, optimizer=torch.optim.AdamW):
         loss.backward()
         dispatch.phase = "optimizer"
         opt.step()
-    return {"dispatch": dispatch.records, "python_api": api.records}
+    return {"dispatch": dispatch.records, "python_api": api.records, "copies": dispatch.copies}
 
 
 def fsdp2_step(spec, batch, seq, *, reshard_after_forward):

@@ -801,3 +801,6 @@ def test_readme_op_recompute_figures():
     assert (f"it keeps {kept['op']} GB of activations where none keeps {kept['none']} and full {kept['full']} (the fp32 "
             f"logits included), and the step takes {longer['op']} longer than without recomputation (full: "
             f"{longer['full']})") in text
+    none = runs["none"].step
+    assert (f"(`fsdp_copy_s`; here {1e3 * none.fsdp_copy_s:.1f} ms, {none.fsdp_copy_s / none.step_s:.1%} of the step)"
+            in text)

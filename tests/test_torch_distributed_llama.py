@@ -174,6 +174,27 @@ def test_torch_issues_exactly_the_documented_extras(measured, case, layout, extr
         assert tally(measured_rows(logs[case]["dispatch"])) == tally(rows), f"rank {rank}, {where}"
 
 
+@pytest.mark.parametrize("case, layout, recipe", [
+    ("fsdp2-reshard", lambda w: Layout(fsdp=w, reshard_after_forward=True), CS336),
+    ("fsdp2-keep", lambda w: Layout(fsdp=w, reshard_after_forward=False), CS336),
+    ("fsdp2-fp32-reduce", lambda w: Layout(fsdp=w, reshard_after_forward=True), RECIPES["fsdp2"]),  # torchtitan's
+])
+def test_fsdp2_copies_match_torch(measured, case, layout, recipe):
+    """FSDP2's copies on the compute stream, byte for byte: each all-gather's output copied into the parameters
+    (read and written), each unit's bf16 gradients copied into the reduce-scatter input in the reduce dtype (fp32:
+    read 2, write 4 B per element), as cost/memory_bound.fsdp2_copy_bytes prices them from the predicted
+    collectives. (FSDP2's cast of the sharded parameters before each gather runs on its own stream: not counted.)"""
+    from costmodel.cost.memory_bound import fsdp2_copy_bytes
+
+    world, ranks = measured
+    predicted = fsdp2_copy_bytes(step_collectives(SPEC, recipe, layout(world)), grad_bytes=2,
+                                 reduce_bytes=recipe.grad_comm_bytes)
+    for rank, logs in enumerate(ranks):
+        copies = logs[case]["copies"]
+        assert {c["op"] for c in copies} == {"split_with_sizes_copy", "chunk_cat"}, rank
+        assert sum(c["read"] + c["written"] for c in copies) == predicted, f"rank {rank}"
+
+
 def test_fsdp2_gathers_bf16_blocks_and_root_whole(measured):
     """Ground truth alone, no costmodel: the root first, then one all-gather per block, bf16."""
     world, ranks = measured

@@ -20,7 +20,7 @@ from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
 from costmodel.errors import CostModelError
 from costmodel.cost.shape import Shape
-from costmodel.mathops import family, minimum, total
+from costmodel.mathops import family, minimum, total, where
 from costmodel.parallel import pipeline
 from costmodel.parallel.pipeline import representative_stages
 from costmodel.record import record
@@ -127,8 +127,22 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                              kernels=kernels or (framework.kernels if framework is not None else "fused"),
                              framework_time=framework.time_on(hardware) if framework is not None else None,
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
-                             optimizer_params=optimizer_params(stages, recipe))
+                             optimizer_params=optimizer_params(stages, recipe),
+                             fsdp_copy_bytes=fsdp2_copies(framework, recipe, point, rows))
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
+
+
+def fsdp2_copies(framework, recipe, point, rows):
+    """HBM bytes per step of FSDP2's copies on the compute stream (cost/memory_bound.fsdp2_copy_bytes), where the
+    framework runs FSDP2 (its gathered-block buffers) and the data axis shards weights (ZeRO-3); else 0."""
+    if framework is None or not framework.fsdp_buffers or point.zero != 3:
+        return 0
+    from costmodel.cost.memory_bound import fsdp2_copy_bytes
+    from costmodel.parallel.data import fsdp_active
+
+    copies = fsdp2_copy_bytes([row.collective for row in rows], grad_bytes=recipe.compute_bytes,
+                              reduce_bytes=comm_recipe(recipe, framework).grad_comm_bytes)
+    return where(fsdp_active(point.zero, point.fsdp), copies, 0)
 
 
 def comm_recipe(recipe, framework):

@@ -68,6 +68,8 @@ class StepTime:
     overlap_why: str = ""  # whose choice the data-axis overlap is (--data-overlap, the framework's default, ...)
     fp8_casts: str = "te"  # with precision fp8: te (cast kernels counted) or fused
     kernels: str = "fused"  # the memory-bound ops: fused kernels or eager PyTorch (cost/memory_bound.py)
+    fsdp_copy_s: object = 0  # of elementwise_s, FSDP2's copy-out after each all-gather and copy-in before each
+    # reduce-scatter (cost/memory_bound.fsdp2_copy_bytes)
 
     @property
     def modelled_critical_s(self):
@@ -150,13 +152,15 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
               p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
-              optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused") -> StepTime:
+              optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused",
+              fsdp_copy_bytes=0) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
     pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
     unoverlapped data-axis traffic (:func:`host_floor`); with an ``attention_kernel`` of the hardware's
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
-    optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward."""
+    optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward; FSDP2's copies of
+    ``fsdp_copy_bytes`` per step with the memory-bound ops (cost/memory_bound.fsdp2_copy_bytes)."""
     for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
         if isinstance(value, str) and value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
@@ -208,6 +212,9 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
                                  hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
                                  efficiency=hardware.step_model.hbm_efficiency)
+    fsdp_copy_s = mb.hbm_seconds(hbm_bytes=fsdp_copy_bytes, hbm_bandwidth=hardware.hbm.bandwidth_bytes_per_s,
+                                 efficiency=hardware.step_model.hbm_efficiency)
+    elementwise = elementwise + fsdp_copy_s
     by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0, "ep": 0}
     for row in timed:
         family_ = axis_family(row.collective.axis)
@@ -245,7 +252,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
                     expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts,
-                    kernels)
+                    kernels, fsdp_copy_s)
 
 
 def _overlap_name(overlap) -> str:

@@ -191,6 +191,21 @@ def fp8_norm_output_bytes(*, norm_width, transpose_width, act_bytes):
     return (1 - act_bytes) * norm_width + 2 * transpose_width
 
 
+def fsdp_copy_out_bytes(*, gathered_bytes):
+    """FSDP2 copies each all-gather's output into the unsharded parameters, on the compute stream before the unit
+    runs: it reads and writes the gathered bytes, 2 S (S: the all-gather's output). Source: torch 2.13
+    distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_all_gather_copy_out (fsdp.split_with_sizes_copy)."""
+    return 2 * gathered_bytes
+
+
+def fsdp_reduce_copy_in_bytes(*, scatter_bytes, grad_bytes, reduce_bytes):
+    """FSDP2 copies the unsharded gradients into the reduce-scatter's input, on the compute stream after the unit's
+    backward, casting to the reduce dtype: it reads S b_g / b_r and writes S (S: the reduce-scatter's input, b_g
+    the gradients' bytes per element, b_r the reduce dtype's). Source: as above, foreach_reduce
+    (foreach_reduce_scatter_copy_in: fsdp.chunk_cat into a reduce-dtype buffer)."""
+    return scatter_bytes * (1 + grad_bytes / reduce_bytes)
+
+
 def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):
     """Memory-bound time: bytes over the bandwidth such kernels achieve, W_HBM x e_HBM."""
     return hbm_bytes / (hbm_bandwidth * efficiency)

@@ -70,7 +70,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
             "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
-            "breakdown": b.parts, "critical_path": b.critical_parts,
+            "breakdown": b.parts, "critical_path": b.critical_parts, "fsdp_copy_s": b.fsdp_copy_s,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap}, "data_overlap_source": b.overlap_why,
             "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
@@ -128,7 +128,8 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
              "elementwise_s": "norms, RoPE, SwiGLU, residual adds, cross-entropy, ... (HBM, op by op"
                               + ("; eager PyTorch's kernels" if b.kernels == "eager" else "") + ")" + (
                  {"te": "; Transformer Engine's fp8 casts", "fused": "; fp8 casts fused (--fp8-casts fused)"}[b.fp8_casts]
-                 if b.precision == "fp8" else ""),
+                 if b.precision == "fp8" else "") + (
+                 f"; of it FSDP2's copies around its collectives {_s(b.fsdp_copy_s)} s" if b.fsdp_copy_s else ""),
              "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
