@@ -260,3 +260,20 @@ def test_plan_searches_the_frameworks_recompute_modes():
     moe = plan(load_model("mixtral-8x7b"), load_recipe("megatron"), H100, devices=64, global_tokens=2**20, seq=4096,
                framework=FRAMEWORKS["torchtitan"], top=10_000)
     assert moe.best and {p.layout["recompute"] for p in moe.best} <= {"none", "full"}
+
+
+def test_plan_takes_kernels_and_its_commands_reproduce_them():
+    """--kernels fused under torchtitan (a compiled model): the search prices fused memory-bound ops, says so, and
+    each row's `cost4d step` command carries --kernels fused and gives the row's step time."""
+    base = [sys.executable, "-m", "costmodel", "plan", "--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8",
+            "--framework", "torchtitan", "--seq", "8192", "--global-batch", "524288", "--top", "2", "--json"]
+    fused, eager = (json.loads(subprocess.run([*base, *extra], capture_output=True, text=True, check=True).stdout)
+                    for extra in (["--kernels", "fused"], []))
+    assert (fused["kernels"], eager["kernels"]) == ("fused", "eager")
+    assert fused["layouts"][0]["tokens_per_s"] > eager["layouts"][0]["tokens_per_s"]
+    row = fused["layouts"][0]
+    assert row["command"].endswith("--framework torchtitan --kernels fused")
+    args = row["command"].split()[2:]  # after "cost4d step"
+    out = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "step", *args, "--json"], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert out["kernels"] == "fused" and out["step_s"] == pytest.approx(row["step_s"], rel=1e-9)

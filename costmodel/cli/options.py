@@ -158,3 +158,8 @@ TpEndsOpt = Annotated[str, choices(("vocab-parallel", "replicated"), "HOW",
     help="Embedding and output layer under TP: vocab-parallel (Megatron, torchtitan) or replicated.",
     rich_help_panel=_ADV)]
 
+KernelsOpt = Annotated[Optional[str], typer.Option(
+    metavar="fused|eager", show_default=False, help="The memory-bound ops (norms, RoPE, SwiGLU, loss): fused "
+    "kernels (Megatron-core and Transformer Engine; torch.compile) or eager PyTorch op by op (torchtitan's Llama "
+    "code: RoPE in fp32 complex, GQA's repeated keys and values, SwiGLU in two kernels, the loss on an fp32 "
+    "copy). Default: the framework's (torchtitan: eager, its configs leave compile off; others: fused).")]

@@ -31,6 +31,7 @@ MemoryOpt = Annotated[str, o.choices(FITS, "WHICH", help=(
 
 
 def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe, framework: str, precision: str,
+           kernels,
            top: int, headroom: float, document: int | None = None, memory: str = "likely"):
     """(framework profile, model spec, recipe, device, sequence, the plan, its header): the search both
     commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
@@ -46,7 +47,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
     if not length:
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
-                 framework=frame, precision=precision, top=top, headroom=headroom,
+                 framework=frame, precision=precision, kernels=kernels, top=top, headroom=headroom,
                  document=document, memory=memory)
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
@@ -55,6 +56,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
 
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
               "recipe": rec.name, "framework": profile_name(frame), "precision": precision,
+              "kernels": kernels or (frame.kernels if frame is not None else "fused"),
               "data_overlap_source": data_overlap_source(frame)}
     return frame, spec, rec, device, length, result, header
 
@@ -68,6 +70,7 @@ def plan(
     recipe: o.RecipeOpt = None,
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
+    kernels: o.KernelsOpt = None,
     top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
     headroom: HeadroomOpt = 0.0,
     memory: MemoryOpt = "likely",
@@ -96,12 +99,14 @@ def plan(
     if explain is not None and explain > top:
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
     frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
-                                                              framework, precision, top, headroom, document, memory)
+                                                              framework, precision, kernels, top, headroom, document,
+                                                              memory)
     # the names or files the user gave: a profile or recipe file is named by its path, not its name field
     commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
-                        framework=None if frame is None else framework, precision=precision) for p in result.best]
+                        framework=None if frame is None else framework, precision=precision, kernels=kernels)
+                for p in result.best]
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
-    details = [_details(spec, rec, device, p, frame, precision) for p in result.best]
+    details = [_details(spec, rec, device, p, frame, precision, kernels) for p in result.best]
     report(result, commands, header, reason=reason, as_json=as_json, details=details)
     if plot is not None:
         from costmodel.report.plot import plan_cloud
@@ -114,7 +119,7 @@ def plan(
 
         chosen = result.best[explain - 1].layout
         cost = evaluate_layout(spec, rec, Layout(**chosen), device, precision=precision,
-                               framework=frame)
+                               framework=frame, kernels=kernels)
         from costmodel.report.common import output_width
         from costmodel.report.tables import command_lines
 
@@ -122,7 +127,7 @@ def plan(
         step_report(cost, device, as_json=False)
 
 
-def _details(spec, rec, device, planned, frame, precision) -> dict:
+def _details(spec, rec, device, planned, frame, precision, kernels) -> dict:
     """What one layout at a time adds to a row: the phase that peaks, the memory verdict against the
     fit's band, and the step's range (the same numbers `memory` and `step` print)."""
     from costmodel.cost.evaluate import evaluate_layout
@@ -131,7 +136,7 @@ def _details(spec, rec, device, planned, frame, precision) -> dict:
     from costmodel.specs.layout import Layout
 
     cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
-                           framework=frame)
+                           framework=frame, kernels=kernels)
     low_high = band(cost.step, device, cost.shape.moe, cost.framework)
     capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
     return {"peak_phase": cost.heaviest.reserved_phase, "memory_verdict": verdict(cost, capacity),

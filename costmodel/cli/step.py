@@ -38,12 +38,7 @@ def step(
         metavar="te|fused", help="With --precision fp8, the casts to fp8: te (Transformer Engine's cast and transpose "
         "kernels, counted as HBM traffic: NeMo, Megatron, torchtitan's float8) or fused (into the neighbouring "
         "kernels: XLA, MaxText).")] = "te",
-    kernels: Annotated[str | None, typer.Option(
-        metavar="fused|eager", show_default=False, help="The memory-bound ops (norms, RoPE, SwiGLU, loss): fused "
-        "kernels (Megatron-core and Transformer Engine; torch.compile) or eager PyTorch op by op (torchtitan's Llama "
-        "code: RoPE in fp32 complex, GQA's repeated keys and values, SwiGLU in two kernels, the loss on an fp32 "
-        "copy). Default: the framework's (torchtitan: eager, its configs leave compile off; others: fused).")]
-    = None,
+    kernels: o.KernelsOpt = None,
     attention_flops: Annotated[str, typer.Option(
         metavar="full|causal", help="How MFU counts attention's Q K^T and A V: full s x s (PaLM, Megatron; what "
         "FlopCounterMode counts) or causal (half: Llama 3 and many reports). The time model is the same.")] = "full",

@@ -53,7 +53,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     out = console()
     out.print(f"[bold]{literal(header['model'])}[/] on {header['devices']:,} x {literal(header['hardware'])}, "
               f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
-              f"framework {header['framework']}, {header['precision']}"
+              f"framework {header['framework']}, {header['precision']}, {header['kernels']} kernels"
               + (" (Transformer Engine's casts)" if header["precision"] == "fp8" else ""))
     t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">range s",
               ">bubble", ">exposed s", "layout")

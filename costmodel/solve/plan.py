@@ -68,7 +68,7 @@ class Plan:
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
          precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None,
-         memory: str = "likely") -> Plan:
+         memory: str = "likely", kernels: str | None = None) -> Plan:
     """The ``top`` layouts by predicted tokens/s (see the module docstring); ``document``: every layout's
     sequences hold documents of that many tokens, attention masked to each (`step --document`)."""
     import numpy as np
@@ -134,7 +134,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                       chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even",
                       placement=order[idx] if placed else DEFAULT_PLACEMENT, document=document)
-        cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision)
+        cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision, kernels=kernels)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
         memory = np.asarray(cost.memory_bytes, dtype=float)
         fits = memory <= capacity
@@ -181,7 +181,8 @@ def _row(step, i, memory) -> tuple:
             _at(critical["bubble_s"], i))
 
 
-def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str) -> str:
+def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str,
+            kernels: str | None = None) -> str:
     """The `cost4d step` command line that reproduces one planned layout."""
     from costmodel.specs.layout import Layout
 
@@ -195,6 +196,8 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
         flags.append(f"--framework {framework}")
     if precision != "bf16":
         flags.append(f"--precision {precision}")
+    if kernels is not None:
+        flags.append(f"--kernels {kernels}")
     return "cost4d step " + " ".join(flags)
 
 
