@@ -90,15 +90,17 @@ def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW, checkp
 
     With ``sp`` the embedding's output is cut to this rank's sequence shard, the final norm runs
     sequence-parallel, and the lm_head gathers the full sequence back. ``checkpoint`` "reentrant" /
-    "non-reentrant": every block recomputed in backward (full recomputation); "op": torchtitan's per-op policy.
+    "non-reentrant": every block recomputed in backward (full recomputation); "op": torchtitan's per-op policy with
+    torch's early stop, "op-to-end" without it (torchtitan's early_stop=False).
     """
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = Decoder(spec).to(torch.bfloat16)
     for block in model.blocks:
         parallelize_module(block, mesh, block_plan(sp=sp, per_module=per_module))
     if checkpoint is not None:
-        policy = torch_sac.context_fn if checkpoint == "op" else None
-        model.blocks = nn.ModuleList(Checkpointed(block, checkpoint == "reentrant", policy) for block in model.blocks)
+        policy = torch_sac.context_fn if checkpoint.startswith("op") else None
+        model.blocks = nn.ModuleList(Checkpointed(block, checkpoint == "reentrant", policy, checkpoint != "op-to-end")
+                                     for block in model.blocks)
     if sp:
         parallelize_module(model, mesh, {
             "embed": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1),
@@ -108,6 +110,53 @@ def tp_step(spec, tokens, *, sp, per_module, optimizer=torch.optim.AdamW, checkp
                                           use_local_output=True),
         })
     return training_step(model, tokens, optimizer)
+
+
+def titan_block_plan(*, sp: bool) -> dict:
+    """torchtitan's TP split of a block (models/llama3/infra/parallelize.py apply_tp) on the flat TitanBlock: wq,
+    wk, wv, w1, w3 column-wise, wo and w2 row-wise; with SP the norms run sequence-parallel and the row-wise outputs
+    are reduce-scattered. (Each column-wise linear gathers its own input where torchtitan gathers once per module:
+    more all-gathers, none of them kept by the policy, so the same kept bytes.)"""
+    seq = Shard(1) if sp else Replicate()
+    plan = {w: ColwiseParallel(input_layouts=seq) for w in ("wq", "wk", "wv", "w1", "w3")}
+    plan.update(wo=RowwiseParallel(output_layouts=seq), w2=RowwiseParallel(output_layouts=seq))
+    if sp:
+        plan["attention_norm"], plan["ffn_norm"] = SequenceParallel(), SequenceParallel()
+    return plan
+
+
+def op_kept(spec, tokens, *, sp):
+    """Bytes one torchtitan block (tests/torch_eager.TitanBlock) keeps after a forward under the op policy
+    (tests/torch_sac.py), on each rank: the storages made in the forward and alive after it, found by the garbage
+    collector (DTensors by their local tensors), less the output, plus the block input the checkpoint holds."""
+    import gc
+
+    from torch.distributed.tensor import DTensor
+    from torch_eager import TitanBlock, rope_angles
+
+    def storages():
+        out = {}
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.Tensor):
+                local = obj._local_tensor if isinstance(obj, DTensor) else obj
+                out[local.untyped_storage().data_ptr()] = local.untyped_storage().nbytes()
+        return out
+
+    world = dist.get_world_size()
+    block = TitanBlock(spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden)
+    parallelize_module(block, init_device_mesh("cpu", (world,)), titan_block_plan(sp=sp))
+    batch, seq = tokens.shape
+    x = torch.randn(batch, seq // world if sp else seq, spec.hidden, dtype=torch.bfloat16, requires_grad=True)
+    freqs = rope_angles(seq, spec.hidden // spec.heads)
+    gc.collect()
+    before = storages()
+    out = torch.utils.checkpoint.checkpoint(block, x, freqs, use_reentrant=False, context_fn=torch_sac.context_fn,
+                                            preserve_rng_state=False)
+    gc.collect()
+    made = sum(n for ptr, n in storages().items() if ptr not in before)
+    kept = made - out.untyped_storage().nbytes() + x.untyped_storage().nbytes()
+    out.float().sum().backward()  # the block trains under the policy
+    return {"kept": kept, "tokens": batch * seq}
 
 
 class Stage(nn.Module):
@@ -203,7 +252,11 @@ CASES = {
                                    "checkpoint": "reentrant"}),
     # torchtitan's per-op policy (tests/torch_sac.py): reduce-scatter outputs kept, all-gathers and all-reduces rerun
     "tp-op": (tp_step, {"sp": False, "per_module": True, "checkpoint": "op"}),
+    "tp-op-to-end": (tp_step, {"sp": False, "per_module": True, "checkpoint": "op-to-end"}),
     "sp-sgd-op": (tp_step, {"sp": True, "per_module": True, "optimizer": torch.optim.SGD, "checkpoint": "op"}),
+    # what one torchtitan block keeps under the op policy, TP (and SP) over the ranks
+    "op-kept-tp": (op_kept, {"sp": False}),
+    "op-kept-sp": (op_kept, {"sp": True}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
     "pp-1f1b": (pp_step, {"schedule": "1f1b"}),
 }

@@ -192,13 +192,14 @@ class Checkpointed(torch.nn.Module):
     """A block whose forward torch.utils.checkpoint reruns in backward (reentrant or not; or, with ``context_fn``,
     non-reentrant under a selective policy)."""
 
-    def __init__(self, block, reentrant: bool, context_fn=None):
+    def __init__(self, block, reentrant: bool, context_fn=None, early_stop: bool = True):
         super().__init__()
-        self.block, self.reentrant, self.context_fn = block, reentrant, context_fn
+        self.block, self.reentrant, self.context_fn, self.early_stop = block, reentrant, context_fn, early_stop
 
     def forward(self, x):
         if self.context_fn is not None:  # a selective policy (non-reentrant only)
-            return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False, context_fn=self.context_fn)
+            return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False, context_fn=self.context_fn,
+                                                     early_stop=self.early_stop)
         return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
 
 

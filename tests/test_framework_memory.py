@@ -782,11 +782,16 @@ def test_fsdp2_recipe_runs_the_module_in_bf16_under_fsdp_and_autocast_without():
 
     assert saved("fsdp2", fsdp=8) == saved("megatron", fsdp=8, zero=1) < saved("cs336", fsdp=8)
     assert saved("fsdp2") == saved("cs336") and saved("fsdp2", fsdp=8, zero=1) == saved("cs336", fsdp=8, zero=1)
+    assert saved("fsdp2", cp=2) == saved("megatron", cp=2)  # torchtitan shards over the CP ranks too: bf16 module
     d = 4096  # per layer and token: fp32 inputs of both norms (2 x 2 B more), 2 more Q/K/V casts and 1 more gate/up
     # cast (3 x 2 B); the final norm's fp32 input (2 B more)
     assert saved("cs336", fsdp=8) - saved("fsdp2", fsdp=8) == 32 * (2 * 2 + 3 * 2) * d + 2 * d
     assert FRAMEWORKS["torchtitan"].recipe == "fsdp2"
     assert round(100 * (1 - saved("fsdp2", fsdp=8) / saved("cs336", fsdp=8))) == 18  # the README's "18% fewer"
+    for layout in (dict(tp=2), dict(pp=2, microbatches=2)):  # no FSDP or CP: torchtitan trains in fp32, refused
+        with pytest.raises(CostModelError, match="torchtitan trains in fp32 there"):
+            saved("fsdp2", **layout)
+    assert saved("fsdp2", tp=2, fsdp=4) == saved("megatron", tp=2, fsdp=4, zero=1)
     assert "matmul: 18% fewer saved bytes on Llama 3 8B" in " ".join((ROOT / "README.md").read_text().split())
 
 
@@ -804,3 +809,20 @@ def test_readme_op_recompute_figures():
     none = runs["none"].step
     assert (f"(`fsdp_copy_s`; here {1e3 * none.fsdp_copy_s:.1f} ms, {none.fsdp_copy_s / none.step_s:.1%} of the step)"
             in text)
+
+
+@pytest.mark.parametrize("framework, flags, says", [
+    ("megatron", ["--fsdp", "8", "--zero", "1", "--recompute", "op"],
+     "--framework megatron recomputes with --recompute none|selective|full, not op (torchtitan's per-op policy)"),
+    ("nanotron", ["--recompute", "selective"],
+     "--framework nanotron recomputes with --recompute none|full, not selective (Megatron's: the attention core)"),
+    ("deepspeed", ["--fsdp", "8", "--zero", "3", "--recompute", "op"],
+     "--framework deepspeed recomputes with --recompute none|selective|full|every:K, not op (torchtitan's per-op "
+     "policy)"),
+])
+def test_frameworks_refuse_recompute_modes_they_do_not_run(framework, flags, says):
+    """Megatron's --recompute-granularity is full or selective; nanotron's recompute_layer reruns whole layers;
+    torchtitan's op policy is torchtitan's alone: one line each, exit 2."""
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--tokens", "4096",
+                          "--framework", framework, *flags], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: {says}"], out.stderr

@@ -45,6 +45,11 @@ MODELS = {
     "gpt2": load_model("gpt2"),
     "qwen-like": Transformer(name="qwen-like", hidden=1024, ffn_hidden=4096, layers=10, heads=16, kv_heads=4,
                              vocab=32000, qkv_bias=True, seq_len=1024),
+    # bias-free blocks whose matmuls come in other orders (--recompute op: fused qkv, o, gate-up, down; GeLU)
+    "llama-fused": Transformer(name="llama-fused", hidden=1024, ffn_hidden=2816, layers=8, heads=16, kv_heads=4,
+                               vocab=32000, fused_projections=True, seq_len=1024),
+    "gelu-plain": Transformer(name="gelu-plain", hidden=768, ffn_hidden=3072, layers=6, heads=12, kv_heads=12,
+                              vocab=32000, mlp="gelu", norm="layernorm", seq_len=1024),
 }
 RECIPES = ["cs336", "fsdp2", "megatron", "zero", "scaling-book"]
 HARDWARE = ["h100-sxm", "a100-80gb", "tpu-v5p"]

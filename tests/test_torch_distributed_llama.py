@@ -126,11 +126,15 @@ CASES = [
      "parallel/tensor/collectives.py recompute_collectives, sp=True"),
     ("sp-sgd-recompute", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="full"), None,
      "parallel/tensor/collectives.py recompute_collectives, sp=True, reentrant"),
-    # torchtitan's per-op policy: without SP attention's all-reduce reruns (the MLP's falls after the early stop);
-    # with SP the two all-gathers rerun and the reduce-scatters, on its save list, do not
-    ("tp-op", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated", recompute="op"), None,
+    # torchtitan's per-op policy: without SP attention's all-reduce reruns, the MLP's too without torch's early stop
+    # (torchtitan's early_stop=False: --checkpoint reentrant, the rerun goes to the block's end); with SP the two
+    # all-gathers rerun and the reduce-scatters, on its save list, do not
+    ("tp-op", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated", recompute="op", checkpoint="non-reentrant"), None,
      "parallel/tensor/collectives.py recompute_collectives, keeps_scatters"),
-    ("sp-sgd-op", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="op"), None,
+    ("tp-op-to-end", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated", recompute="op"), None,
+     "parallel/tensor/collectives.py recompute_collectives, keeps_scatters, to the end"),
+    ("sp-sgd-op", lambda w: Layout(tp=w, sp=True, tokens=T, tp_ends="replicated", recompute="op",
+                                   checkpoint="non-reentrant"), None,
      "parallel/tensor/collectives.py recompute_collectives, keeps_scatters, sp=True"),
 ]
 PP_CASES = [("pp-gpipe", "gpipe"), ("pp-1f1b", "1f1b")]
@@ -195,6 +199,21 @@ def test_fsdp2_copies_match_torch(measured, case, layout, recipe):
         assert sum(c["read"] + c["written"] for c in copies) == predicted, f"rank {rank}"
 
 
+@pytest.mark.parametrize("sp", [False, True], ids=["tp", "sp"])
+def test_op_policy_keeps_what_the_formula_says_under_tp(measured, sp):
+    """One torchtitan block under its TP plan and the op policy, on each rank: column-parallel outputs split t ways,
+    the row-parallel ones whole (partial sums), attention's output and log-sum-exp split, and with SP the layer input
+    and each row-parallel reduce-scatter's result split t ways (cost/shape_op.op_layer_bytes_per_token)."""
+    from costmodel.cost.shape import Shape
+
+    world, ranks = measured
+    spec = Shape.of(SPEC)
+    per_token = spec.op_layer_bytes_per_token(act_bytes=2, residual_bytes=2, tp=world, sp=sp)
+    for rank, logs in enumerate(ranks):
+        run = logs["op-kept-sp" if sp else "op-kept-tp"]
+        assert run["kept"] == run["tokens"] * per_token, f"rank {rank}"
+
+
 def test_fsdp2_gathers_bf16_blocks_and_root_whole(measured):
     """Ground truth alone, no costmodel: the root first, then one all-gather per block, bf16."""
     world, ranks = measured
@@ -251,7 +270,7 @@ def test_dispatch_mode_sees_every_python_api_call(measured):
             assert logs[case]["python_api"], case
             dispatched = [(r["op"], r["phase"]) for r in logs[case]["dispatch"]]
             called = [(r["op"], r["phase"]) for r in logs[case]["python_api"]]
-            if case.endswith("-op"):  # the rerun calls reduce_scatter_tensor's Python API again, and the policy's
+            if "-op" in case:  # the rerun calls reduce_scatter_tensor's Python API again, and the policy's
                 # cache answers it below the API without sending (dispatch log: nothing); all else is alike
                 rest = called.copy()
                 for row in dispatched:

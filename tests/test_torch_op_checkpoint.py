@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from live_bytes import LiveBytes
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
-from torch_eager import EagerBlock, apply_rotary_emb, repeat_kv, rope_angles
+from torch_eager import TitanBlock as Block
+from torch_eager import apply_rotary_emb, repeat_kv, rope_angles
 from torch_sac import context_fn
 
 from costmodel.cost.flops import recompute_flops_per_token
@@ -42,35 +43,11 @@ import costs
 
 D, HEADS, KV_HEADS, FFN, BATCH, SEQ = 64, 4, 2, 176, 2, 12
 TOKENS = BATCH * SEQ
-class Norm(torch.nn.Module):
-    """torchtitan's RMSNorm before it moved to torch's: fp32 statistics, cast back, times the weight."""
-
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.empty(dim, dtype=torch.bfloat16).uniform_(0.5, 1.5))
-
-    def forward(self, x):
-        y = x.float()
-        return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x) * self.weight
-
-
-class Block(EagerBlock):
-    """torchtitan's TransformerBlock: h = x + attention(attention_norm(x)); h + feed_forward(ffn_norm(h))."""
-
-    def __init__(self):
-        super().__init__(D, HEADS, KV_HEADS, FFN)
-        self.attention_norm, self.ffn_norm = Norm(D), Norm(D)
-
-    def forward(self, x, freqs_cis):
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
-        return h + self.feed_forward(self.ffn_norm(h))
-
-
 class FusedBlock(Block):
     """The same block with one QKV matmul and one gate-up matmul (4 matmuls: qkv, o, gate-up, down)."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(D, HEADS, KV_HEADS, FFN)
         dh = D // HEADS
         self.wqkv = torch.nn.Linear(D, (HEADS + 2 * KV_HEADS) * dh, bias=False, dtype=torch.bfloat16)
         self.w13 = torch.nn.Linear(D, 2 * FFN, bias=False, dtype=torch.bfloat16)
@@ -110,12 +87,13 @@ class MatmulFlops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def run(block):
+def run(block, early_stop: bool):
     """(kept bytes after forward, FLOPs of the matmuls run in backward) of one checkpointed block."""
     freqs = rope_angles(SEQ, D // HEADS)
     x = torch.randn(BATCH, SEQ, D, dtype=torch.bfloat16, requires_grad=True)
     with LiveBytes() as live:
-        out = checkpoint(block, x, freqs, use_reentrant=False, context_fn=context_fn, preserve_rng_state=False)
+        out = checkpoint(block, x, freqs, use_reentrant=False, context_fn=context_fn, preserve_rng_state=False,
+                         early_stop=early_stop)
     kept = live.live - out.untyped_storage().nbytes() + x.untyped_storage().nbytes()
     with MatmulFlops() as counter:
         out.float().sum().backward()
@@ -136,16 +114,21 @@ def backward_matmul_flops(block):
                if isinstance(m, torch.nn.Linear))
 
 
+@pytest.mark.parametrize("early_stop", [True, False], ids=["early-stop", "to-the-end"])
 @pytest.mark.parametrize("fused", [False, True], ids=["q-k-v", "fused-qkv"])
-def test_op_policy_keeps_and_reruns_what_the_formula_says(fused):
+def test_op_policy_keeps_and_reruns_what_the_formula_says(fused, early_stop):
     """Separate projections keep q, v, gate, down and attention's output + log-sum-exp (with the input), and
-    rerun k, o and up; fused ones keep qkv and gate-up and rerun o (down, the last, stops early)."""
+    rerun k, o and up; fused ones keep qkv and gate-up and rerun o, and down too when the rerun goes to the block's
+    end (torchtitan's early_stop=False: cost4d's --checkpoint reentrant; torch's default early stop:
+    non-reentrant)."""
     torch.manual_seed(0)
-    block = FusedBlock() if fused else Block()
-    kept, backward_flops = run(block)
+    block = FusedBlock() if fused else Block(D, HEADS, KV_HEADS, FFN)
+    kept, backward_flops = run(block, early_stop)
     assert kept == TOKENS * expected_layer_bytes(fused)
     rerun = backward_flops - backward_matmul_flops(block)
-    assert rerun == TOKENS * recompute_flops_per_token(Shape.of(spec(1, fused)), Point(recompute="op"))
+    flavour = "non-reentrant" if early_stop else "reentrant"
+    assert rerun == TOKENS * recompute_flops_per_token(Shape.of(spec(1, fused)), Point(recompute="op", checkpoint=flavour))
     dh = D // HEADS
     by_hand = 2 * D * (KV_HEADS * dh) + 2 * HEADS * dh * D + 2 * D * FFN  # k, o, up
-    assert rerun == TOKENS * (2 * HEADS * dh * D if fused else by_hand)
+    fused_by_hand = 2 * HEADS * dh * D + (0 if early_stop else 2 * FFN * D)  # o (and down)
+    assert rerun == TOKENS * (fused_by_hand if fused else by_hand)

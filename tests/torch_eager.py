@@ -2,8 +2,9 @@
 torchtitan/models/llama3/model/model.py: apply_rotary_emb, repeat_kv, Attention.forward, FeedForward.forward),
 and a dispatch mode that counts the bytes each kernel reads and writes.
 
-The norms are left out (torch's rms_norm runs as one fused kernel on CUDA; the fused count covers it), so the
-block is x + attention(x), then h + feed_forward(h).
+EagerBlock leaves the norms out (torch's rms_norm runs as one fused kernel on CUDA; the fused count covers it), so
+it is x + attention(x), then h + feed_forward(h); TitanBlock adds them back (torchtitan's RMSNorm before it moved
+to torch's) for the activation-checkpointing tests.
 """
 
 from __future__ import annotations
@@ -113,3 +114,27 @@ class EagerBlock(torch.nn.Module):
 def rope_angles(seq, head_dim):
     """precompute_freqs_cis's complex64 table (angles at random: only its size matters here)."""
     return torch.polar(torch.ones(seq, head_dim // 2), torch.rand(seq, head_dim // 2))
+
+
+class TitanNorm(torch.nn.Module):
+    """torchtitan's RMSNorm before it moved to torch's: fp32 statistics, cast back, times the weight."""
+
+    def __init__(self, dim, dtype=torch.bfloat16):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(dim, dtype=dtype).uniform_(0.5, 1.5))
+
+    def forward(self, x):
+        y = x.float()
+        return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x) * self.weight
+
+
+class TitanBlock(EagerBlock):
+    """torchtitan's TransformerBlock: h = x + attention(attention_norm(x)); h + feed_forward(ffn_norm(h))."""
+
+    def __init__(self, dim, heads, kv_heads, hidden, dtype=torch.bfloat16):
+        super().__init__(dim, heads, kv_heads, hidden, dtype)
+        self.attention_norm, self.ffn_norm = TitanNorm(dim, dtype), TitanNorm(dim, dtype)
+
+    def forward(self, x, freqs_cis):
+        h = x + self.attention(self.attention_norm(x), freqs_cis)
+        return h + self.feed_forward(self.ffn_norm(h))

@@ -112,9 +112,10 @@ RecomputeOpt = Annotated[str, typer.Option(metavar="none|selective|full|every:K|
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention saves no s x s tensors (default on).", rich_help_panel=_ADV)]
 CheckpointOpt = Annotated[str, choices(("reentrant", "non-reentrant"), "MODE",
-    help="How recomputation reruns: reentrant reruns it whole (Megatron, use_reentrant=True); non-reentrant "
-    "(torch's use_reentrant=False) stops early, skipping each layer's last matmul under full or every:K, and "
-    "the product with V under selective recomputation of math attention.",
+    help="How far recomputation reruns: reentrant to the layer's end (Megatron, use_reentrant=True; and "
+    "torchtitan, whose non-reentrant checkpoint turns early_stop off); non-reentrant (torch's use_reentrant=False "
+    "with its default early stop) stops once backward's tensors exist again, skipping each layer's last matmul "
+    "under full, every:K and op, and the product with V under selective recomputation of math attention.",
     rich_help_panel=_ADV)]
 AttentionOpt = Annotated[Optional[str], typer.Option(metavar="flash|math|eager",
     help="Attention implementation: flash (no s x s tensors saved; = --flash), math (grouped GQA, low-precision "

@@ -12,24 +12,26 @@ from costmodel.cost import shape_op
 AXES = (pipeline, tensor, context, data, expert)
 
 
-def rules(shape, point, hardware=None) -> list:
+def rules(shape, point, hardware=None, recipe=None) -> list:
     """Every axis's rules, the pipeline's first (a stage count above L makes the rest moot), then the
-    placement's on ``hardware``."""
+    recomputation's and ``recipe``'s precision, then the placement's on ``hardware``."""
     placed = placement_rules(hardware, point) if hardware is not None else []
-    return [rule for axis in AXES for rule in axis.checks(shape, point)] + shape_op.rules(shape, point) + placed
+    precision = data.precision_rules(recipe, point) if recipe is not None else []
+    return [rule for axis in AXES for rule in axis.checks(shape, point)] + shape_op.rules(shape, point) + precision \
+        + placed
 
 
-def check(shape, point, hardware=None) -> None:
+def check(shape, point, hardware=None, recipe=None) -> None:
     """Raise :class:`CostModelError` naming the first rule a single layout breaks."""
-    for rule in rules(shape, point, hardware):
+    for rule in rules(shape, point, hardware, recipe):
         if not rule.ok:
             raise CostModelError(rule.message())
 
 
-def valid(shape, point, hardware=None):
+def valid(shape, point, hardware=None, recipe=None):
     """A mask over the layouts of an array point: True where every rule holds."""
     mask = True
-    for rule in rules(shape, point, hardware):
+    for rule in rules(shape, point, hardware, recipe):
         mask = mask & rule.ok
     return mask
 

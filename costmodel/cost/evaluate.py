@@ -103,10 +103,10 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     if framework is not None:  # how the framework reduces gradients (its ZeRO-1 may all-reduce)
         point = replace(point, zero1_reduce=framework.zero1_reduce)
     if kind == "number":
-        checks.check(shape, point, hardware)
+        checks.check(shape, point, hardware, recipe)
     elif kind == "numpy":
         point = _as_float(point)
-        valid = checks.valid(shape, point, hardware)
+        valid = checks.valid(shape, point, hardware, recipe)
     held = [stage(shape, recipe, point, role)
             for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0)]
     stages = stages_memory(shape, recipe, point, held, framework)

@@ -88,8 +88,8 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     (formulas/op_checkpoint.py)."""
     if point.recompute == "selective":
         return attention_recompute_flops_per_token(shape, point, seq_len)
-    if point.recompute == "op":  # torchtitan's policy: every second matmul but the last, attention kept
-        return shape.layers * shape.op_rerun_flops_per_token()
+    if point.recompute == "op":  # torchtitan's policy: every second matmul (the last one only to the end), attention kept
+        return shape.layers * shape.op_rerun_flops_per_token(stops_early=point.checkpoint == "non-reentrant")
     layer = shape.layer_forward_flops_per_token(seq_len)
     if point.checkpoint == "non-reentrant":
         layer = layer - 2 * shape.mlp_width * shape.width

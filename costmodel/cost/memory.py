@@ -15,7 +15,8 @@ from costmodel.parallel import data, expert, pipeline, tensor
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.stage import Stage, activation_bytes
-from costmodel.cost.zero import check_runs, zero_buffers
+from costmodel.cost.runs import check_runs
+from costmodel.cost.zero import zero_buffers
 from costmodel.record import record
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).

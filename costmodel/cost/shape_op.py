@@ -39,9 +39,10 @@ class OpCheckpoint:
             attention=(act_bytes * self.heads * self.head_dim + 4 * self.heads) / tp,
             reduce_scatters=where(above_one(tp), scattered, 0) if sp else 0)
 
-    def op_rerun_flops_per_token(self):
-        """Forward FLOPs one block reruns per token (2 in x out per matmul rerun)."""
-        return oc.rerun_matmul_flops([2 * i * o for i, o, _ in self.block_matmuls()])
+    def op_rerun_flops_per_token(self, stops_early: bool):
+        """Forward FLOPs one block reruns per token (2 in x out per matmul rerun); ``stops_early``: torch's early
+        stop (--checkpoint non-reentrant), else the rerun goes to the block's end (torchtitan's early_stop off)."""
+        return oc.rerun_matmul_flops([2 * i * o for i, o, _ in self.block_matmuls()], stops_early=stops_early)
 
 
 def unmodelled_block(shape) -> str | None:

@@ -21,6 +21,7 @@ class Stage:
     dense_layers: object = None  # of the layers, those with a dense MLP (None: all of them)
     expert_params: object = 0  # of the params, routed experts' (sharded over the experts' data group)
     copied_params: object = None  # matmul weights whose low-precision copy autocast saves (None: params)
+    autocast: object = False  # the model runs under torch.autocast (parallel/data/state.runs_autocast)
 
     @property
     def moe_layers(self):
@@ -57,7 +58,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     routed = 0 if dense is None else (layers - dense) * expert.routed_params_per_layer(shape, point)
     params, root = tensor.stage_params_per_device(shape, layers=layers, first=role.first, last=role.last,
                                                   tp=point.tp, ends=point.tp_ends, dense_layers=dense)
-    autocast = data.runs_autocast(recipe, point.zero, point.fsdp)
+    autocast = data.runs_autocast(recipe, point)
     if isinstance(autocast, bool):
         per_token = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
     else:  # arrays of shard counts under FSDP2's policy: autocast where the data axis does not shard weights
@@ -65,7 +66,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
                           _saved_per_token(shape, recipe, point, role, layers, dense, False))
     flight = pipeline.in_flight(point, role)
     copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
-    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied)
+    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast)
 
 
 def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):

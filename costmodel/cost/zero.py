@@ -1,4 +1,4 @@
-"""What a ZeRO framework (DeepSpeed) adds on one device, and the layouts its engine runs.
+"""What a ZeRO framework (DeepSpeed) adds on one device.
 
 Each term is a formula of :mod:`costmodel.formulas.overheads` with the DeepSpeed code it is read from; which
 parameters a ZeRO-2 rank's gradient buffer holds is :mod:`costmodel.parallel.data.partition`'s.
@@ -7,41 +7,10 @@ parameters a ZeRO-2 rank's gradient buffer holds is :mod:`costmodel.parallel.dat
 from __future__ import annotations
 
 from costmodel.cost.stage import Stage
-from costmodel.errors import CostModelError
 from costmodel.formulas import overheads as ov
 from costmodel.mathops import above_one, exact_div, maximum, minimum, where
 from costmodel.parallel import expert
 from costmodel.parallel.data.partition import partition_overhang
-
-
-def check_runs(framework, point) -> None:
-    """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
-    if framework.recompute_modes is not None and point.recompute not in framework.recompute_modes:
-        named = {"every": "every:K", "selective": "selective (Megatron's: the attention core)"}
-        raise CostModelError(f"--framework {framework.name} recomputes with --recompute "
-                             f"{'|'.join(named.get(m, m) for m in framework.recompute_modes)}, not "
-                             f"{named.get(point.recompute, point.recompute)}")
-    pipelined = isinstance(point.pp, int) and point.pp > 1
-    if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
-        raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
-                             f"{'|'.join(framework.schedules)}, not {point.schedule}")
-    if pipelined and not (isinstance(point.fsdp, int) and point.fsdp == 1):
-        if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
-            raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
-                                 f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
-    sharded = isinstance(point.fsdp, int) and point.fsdp > 1
-    if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
-        raise CostModelError(f"--framework {framework.name} shards the data axis with ZeRO "
-                             f"{'/'.join(map(str, framework.zero_stages))} only, not --zero {point.zero} (give --zero "
-                             f"{framework.zero_stages[0]})")
-    if sharded and point.zero and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
-        whole = f"--fsdp {point.dp * point.fsdp} alone"
-        if framework.hybrid_zero_min > 3:
-            raise CostModelError(f"--framework {framework.name} shards over its one data-parallel group: no --dp "
-                                 f"{point.dp} replicas of --fsdp {point.fsdp} shards (give {whole})")
-        raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
-                             f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
-                             f"{framework.hybrid_zero_min} or more (or {whole})")
 
 
 def overlap_comm(framework, point):

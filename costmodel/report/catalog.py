@@ -109,6 +109,8 @@ def frameworks(as_json: bool) -> None:
         named += [f"ZeRO-1 {f['zero1_reduce']}"] if f["zero1_reduce"] != "reduce-scatter" else []
         named += [f"ZeRO stages {'/'.join(map(str, f['zero_stages']))}"] if f["zero_stages"] else []
         named += [f"pipelines {'/'.join(f['schedules'])}"] if f["schedules"] else []
+        named += [f"recompute {'/'.join('every:K' if m == 'every' else m for m in f['recompute_modes'])}"] \
+            if f["recompute_modes"] else []
         fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
         if f["time"]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from costmodel.cost.memory import OVERHEADS, reserved_only, weight_copy_kind
-from costmodel.parallel.data import runs_autocast
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
@@ -147,8 +146,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
         _print_stages(out, cost, data["pipeline"], units)
     per_token = top.stage.activation_bytes_per_token
     dtypes = cost.recipe.activations + (f"; residual stream {cost.recipe.master} under autocast"
-                                        if runs_autocast(cost.recipe, cost.point.zero, cost.point.fsdp)
-                                        and cost.shape.attention else "")
+                                        if top.stage.autocast is True and cost.shape.attention else "")
     out.print(f"Saved for backward per token ({dtypes}): {per_token:,.0f} B "
               f"= {format_bytes(per_token, units)}" + ("" if layout.tokens else "  (pass --tokens to add activations)"))
     state = cost.state_bytes_unsharded

@@ -151,6 +151,9 @@ FRAMEWORKS: dict[str, Framework] = {
             # pp_engine "afab" (all forward, all backward) or "1f1b" (config/utils_config.py L95-107,
             # parallel/pipeline_parallel/engine.py L167, L224): no interleaved stages
             schedules=["gpipe", "1f1b"],
+            # parallelism_config.recompute_layer: each layer whole, by a reentrant CheckpointFunction
+            # (config/parallelism_config.py L26-35, models/llama.py L740-751)
+            recompute_modes=["none", "full"],
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
             "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
@@ -186,6 +189,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
+            recompute_modes=["none", "selective", "full"],  # --recompute-granularity full|selective (arguments.py)
             reduce_dtype="fp32",  # bf16 training reduces the fp32 grad buffer unless --grad-reduce-in-bf16
             data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
             "overlap_param_gather default to False (--overlap-grad-reduce turns them on; NeMo's recipes do)",
@@ -195,7 +199,8 @@ FRAMEWORKS: dict[str, Framework] = {
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
             "core/transformer/transformer_block.py L147-159 (uniform split); NVIDIA/Megatron-LM@00119989 "
             "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False); "
-            "NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py validate_args, 'if args.bf16:' ('bfloat16 "
+            "NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py --recompute-granularity (choices full, "
+            "selective) and validate_args, 'if args.bf16:' ('bfloat16 "
             "requires gradient accumulation and all-reduce to be done in fp32': accumulate_allreduce_grads_in_fp32 "
             "unless --grad-reduce-in-bf16)",
         ),
@@ -208,6 +213,9 @@ FRAMEWORKS: dict[str, Framework] = {
             "ZeRO-0/1 and the 1F1B schedule only",
             recipe="zero", split="even", zero_buffers=True, loss_upcast="copy", p2p_buffers=True, pipeline_zero_max=1,
             schedules=["1f1b"],  # runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only
+            # the model's own checkpointing (deepspeed.checkpointing wraps what the model code marks): any but
+            # torchtitan's per-op policy
+            recompute_modes=["none", "selective", "full", "every"],
             zero_stages=[1, 2, 3],
             hybrid_zero_min=3,  # ZeRO-1/2 partition over the whole data-parallel group; ZeRO++'s hpZ at stage 3
             # (runtime/zero/config.py L294 zero_hpz_partition_size)

@@ -59,8 +59,10 @@ class Layout(Checked):
     recompute_layers: count(bounds.LAYERS) = Field(
         1, description="K for recompute='every': the K-th, 2K-th, ... layer is recomputed, floor(L / K) of them")
     checkpoint: Literal["reentrant", "non-reentrant"] = Field(
-        "reentrant", description="how full recomputation reruns a layer: reentrant (and Megatron) the whole layer; "
-        "non-reentrant (torch's use_reentrant=False) stops early, skipping each layer's last matmul")
+        "reentrant", description="how far a recomputation reruns a layer: reentrant to its end (Megatron; torch's "
+        "use_reentrant=True; and use_reentrant=False with early_stop=False, as torchtitan sets it); non-reentrant "
+        "(torch's use_reentrant=False with its default early stop) stops once backward's tensors exist again, "
+        "skipping each layer's last matmul")
     flash: bool = Field(True, description="flash attention: no s x s tensors are saved")
     eager: bool = Field(False, description="without flash: Hugging Face's eager attention (K, V repeated to all "
                         "heads, softmax in fp32) rather than grouped math attention with a low-precision softmax")

@@ -3,6 +3,8 @@
 
 from typing import Annotated, Literal
 
+from pydantic import model_validator
+
 from costmodel.specs.base import Name, Spec, Text, field
 from costmodel.units import dtype_bytes
 
@@ -32,6 +34,13 @@ class Recipe(Spec):
     optimizer_dtype: Dtype = field("fp32", description="dtype of each optimizer state")
     activations: Dtype = field("bf16", description="dtype of activations saved for backward")
     source: Text = ""
+
+    @model_validator(mode="after")
+    def _casts_need_transient_weights(self):
+        if self.casts == "fsdp" and self.compute_weights != "transient":
+            raise ValueError("casts = 'fsdp' (FSDP2 gathers the compute weights) needs compute_weights = 'transient' "
+                             "(no low-precision copy kept)")
+        return self
 
     # bytes per element, derived once from the dtypes
     @property

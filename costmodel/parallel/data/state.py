@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from costmodel.mathops import above_one
+from costmodel.parallel.collective import Rule
 
 #: Lowest ZeRO stage that shards each kind of state (Rajbhandari et al. 2020, arXiv:1910.02054, Sec. 5:
 #: P_os shards optimizer state, P_os+g adds gradients, P_os+g+p adds parameters).
@@ -31,17 +32,47 @@ def fsdp_active(zero: int, fsdp):
     return above_one(fsdp) if zero >= 3 else False
 
 
-def runs_autocast(recipe, zero: int, fsdp):
+def fsdp_casts_module(zero: int, fsdp, cp):
+    """Where FSDP2's MixedPrecisionPolicy runs the module in the compute dtype, as torchtitan applies it
+    (distributed/utils.py maybe_enable_amp, parallel_dims.fsdp_enabled): the data axis shards weights (ZeRO-3
+    over fsdp > 1) or CP is on (torchtitan shards over the data and CP ranks together). A bool, or per element
+    for arrays."""
+    return _either(fsdp_active(zero, fsdp), above_one(cp))
+
+
+def _either(a, b):
+    """a or b, element by element where either is an array."""
+    return a | b if hasattr(a, "dtype") or hasattr(b, "dtype") else bool(a) or bool(b)
+
+
+def _negation(a):
+    """not a, element by element for an array."""
+    return ~a if hasattr(a, "dtype") else not a
+
+
+def runs_autocast(recipe, point):
     """Whether the model runs under torch.autocast (fp32 residual stream, a bf16 cast per matmul): a
     recipe with transient compute weights, unless FSDP2's MixedPrecisionPolicy gathers them (``casts``
-    fsdp) where the data axis shards weights, the module then running in the compute dtype. A bool, or
-    per element for arrays of shard counts."""
+    fsdp) where :func:`fsdp_casts_module`, the module then running in the compute dtype. A bool, or per
+    element for arrays."""
     if not recipe.autocast:
         return False
     if recipe.casts == "autocast":
         return True
-    active = fsdp_active(zero, fsdp)
-    return ~active if hasattr(active, "dtype") else not bool(active)
+    return _negation(fsdp_casts_module(point.zero, point.fsdp, point.cp))
+
+
+def precision_rules(recipe, point) -> list:
+    """FSDP2's policy without FSDP or CP under TP or PP: torchtitan turns mixed precision off there and trains
+    in fp32 (maybe_enable_amp: 'Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is
+    enabled'), which cost4d does not model."""
+    if not (recipe.autocast and recipe.casts == "fsdp"):
+        return []
+    split = _either(above_one(point.tp), above_one(point.pp))
+    ok = _either(fsdp_casts_module(point.zero, point.fsdp, point.cp), _negation(split))
+    return [Rule(ok, lambda: f"--recipe {recipe.name} (FSDP2's policy) with --tp {point.tp} / --pp {point.pp} and no "
+                 "FSDP (--fsdp > 1 at ZeRO-3) or CP: torchtitan trains in fp32 there (maybe_enable_amp), which is not "
+                 "modelled; shard with --fsdp or use another --recipe")]
 
 
 def gather_dtype_bytes(recipe, zero: int) -> int:

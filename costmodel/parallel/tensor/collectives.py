@@ -33,8 +33,8 @@ def collectives(shape, recipe, point, *, layers, first, last, dense_layers=None,
         rerun_pairs, rerun_outputs = column_row_pairs(shape, recomputed, recomputed_dense)
         out += recompute_collectives(tokens=tokens, width=shape.width, inputs=rerun_pairs, outputs=rerun_outputs,
                                      regions=regions_ending_in_tp(shape, recomputed, recomputed_dense), tp=point.tp,
-                                     act_bytes=act, sp=sp, stops_early=point.checkpoint == "non-reentrant"
-                                     or point.recompute == "op", keeps_scatters=point.recompute == "op")
+                                     act_bytes=act, sp=sp, stops_early=point.checkpoint == "non-reentrant",
+                                     keeps_scatters=point.recompute == "op")
     if shape.attention:
         out += end_collectives(tokens=tokens, width=shape.width, tp=point.tp, act_bytes=act, sp=sp,
                                ends=point.tp_ends, first=first, last=last)
@@ -80,9 +80,9 @@ def recompute_collectives(*, tokens, width, inputs, outputs, regions, tp, act_by
     Sec. 5, full recomputation repeats the forward's communication). Each checkpointed ``region`` that
     ``stops_early`` (torch.utils.checkpoint with use_reentrant=False) stops once backward's saved tensors
     exist again, before its last row-parallel output is reduced if it ends in one (``regions`` of them:
-    :func:`regions_ending_in_tp`; tests/test_torch_distributed.py). torchtitan's op policy (torch's non-reentrant
-    checkpoint) ``keeps_scatters``: reduce_scatter_tensor is on its save list, so under SP only the all-gathers
-    rerun (formulas/op_checkpoint.py)."""
+    :func:`regions_ending_in_tp`; tests/test_torch_distributed.py). torchtitan's op policy ``keeps_scatters``:
+    reduce_scatter_tensor is on its save list, so under SP only the all-gathers rerun (formulas/op_checkpoint.py).
+    """
     reduced = outputs - regions if stops_early else outputs
     if keeps_scatters and sp:
         reduced = 0
