@@ -826,3 +826,23 @@ def test_frameworks_refuse_recompute_modes_they_do_not_run(framework, flags, say
     out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--tokens", "4096",
                           "--framework", framework, *flags], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: {says}"], out.stderr
+
+
+def test_a_recomputed_layer_adds_beyond_the_output_layers_transients():
+    """Full recomputation under a framework: a stage without the output layer adds one layer's saved tensors less
+    its input (what its backward's rerun saves again); the last stage only what that exceeds the output layer's
+    saved tensors and the loss's transients, freed before backward reaches a layer. None without recomputation."""
+    import costs
+
+    spec = load_model("llama3-70b")
+    layout = dict(tp=8, sp=True, pp=4, microbatches=8, fsdp=8, zero=1, tokens=8192)
+    cost = evaluate_layout(spec, MEGATRON, Layout(**layout, recompute="full"), framework=FRAMEWORKS["megatron"])
+    per_layer = (costs.layer_bytes_per_token(spec, 2, Layout(tp=8, sp=True))
+                 - costs.input_bytes_per_token(spec, 2, Layout(tp=8, sp=True)))
+    first, *_, last = cost.stages
+    assert first.overheads["recomputed_layer"] == 8192 * per_layer > 0
+    inputs = last.stage.layers * costs.input_bytes_per_token(spec, 2, Layout(tp=8, sp=True))
+    extras = last.stage.activation_bytes_per_token / last.stage.in_flight - inputs  # the output layer's, per token
+    assert last.overheads["recomputed_layer"] == max(0, 8192 * (per_layer - extras) - last.overheads["loss_upcast"])
+    plain = evaluate_layout(spec, MEGATRON, Layout(**layout), framework=FRAMEWORKS["megatron"])
+    assert all("recomputed_layer" not in s.overheads for s in plain.stages)

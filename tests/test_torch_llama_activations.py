@@ -247,3 +247,39 @@ def test_recompute_flops_by_checkpoint_flavour(use_reentrant):
     flavour = "reentrant" if use_reentrant else "non-reentrant"
     per_token = recompute_flops_per_token(Shape.of(spec()), Point(recompute="full", checkpoint=flavour))
     assert extra == TOKENS * per_token
+
+
+@pytest.mark.parametrize("recompute", ["full", "op"])
+def test_a_recomputed_layer_saves_again_what_it_did_not_keep(recompute):
+    """During a checkpointed layer's backward its rerun forward saves its tensors again: live bytes grow, from the
+    rerun's start to its end (less its output, which backward drops), by what the layer saves without
+    recomputation less what the policy kept (full: the input; torchtitan's op policy, tests/torch_sac.py: its kept
+    matmul and attention outputs), the memory term cost4d adds (formulas/activations.rerun_layer_bytes_per_token,
+    cost/stage.py). Measured with the rerun going to the layer's end (torchtitan's early_stop=False); torch's
+    early stop ends it after the last tensor backward needs, no more."""
+    from live_bytes import LiveBytes
+    from torch_sac import context_fn
+
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.cost.stage import stage
+    from costmodel.parallel.pipeline import StageRole
+    from costmodel.specs.load import load_recipe
+
+    block, x, cos, sin = block_and_inputs(flash=True)
+    growth = []
+
+    def run(x, cos, sin):
+        start = live.live
+        out = block(x, cos, sin)
+        growth.append(live.live - start - out.untyped_storage().nbytes())
+        return out
+
+    options = dict(context_fn=context_fn) if recompute == "op" else {}
+    with LiveBytes() as live:
+        out = checkpoint(run, x, cos, sin, use_reentrant=False, early_stop=False, preserve_rng_state=False, **options)
+        out.float().sum().backward()
+    middle = StageRole(0, 0, 0)  # a stage with neither end: the layers alone
+    predicted = stage(Shape.of(spec()), load_recipe("megatron"), Point(recompute=recompute, tokens=TOKENS),
+                      middle).rerun_bytes_per_token
+    assert len(growth) == 2 and growth[1] == TOKENS * predicted > 0, growth

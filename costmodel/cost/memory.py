@@ -91,6 +91,7 @@ OVERHEADS = {
     "sp_gather_buffer": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "pending_reduce_scatters": ((FORWARD_BACKWARD,), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
+    "recomputed_layer": ((FORWARD_BACKWARD,), False),
     "wgrad_cache": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "p2p_buffers": ((FORWARD_BACKWARD,), False),
@@ -156,6 +157,9 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
             vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
             in_place=framework.loss_upcast == "in-place")
+    if point.recompute != "none":  # a recomputed layer's tensors in its backward, one layer at a time, after the
+        # loss's transients are gone: it raises the peak by what it exceeds them
+        out["recomputed_layer"] = maximum(tokens * st.rerun_bytes_per_token - out.get("loss_upcast", 0), 0)
     if framework.wgrad_cache and shape.attention:
         layer = block_params_per_device(shape, point.tp) - shape.block_replicated_params()  # its matmuls
         out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer,

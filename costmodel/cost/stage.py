@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from costmodel.formulas import activations as ac
 from costmodel.mathops import exact_div, floor_div, maximum, minimum, where
 from costmodel.parallel import data, expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
@@ -22,6 +23,8 @@ class Stage:
     expert_params: object = 0  # of the params, routed experts' (sharded over the experts' data group)
     copied_params: object = None  # matmul weights whose low-precision copy autocast saves (None: params)
     autocast: object = False  # the model runs under torch.autocast (parallel/data/state.runs_autocast)
+    rerun_bytes_per_token: object = 0  # what one recomputed layer saves again during its backward, per token, beyond
+    # the output layer's saved tensors (freed by then)
 
     @property
     def moe_layers(self):
@@ -60,19 +63,22 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
                                                   tp=point.tp, ends=point.tp_ends, dense_layers=dense)
     autocast = data.runs_autocast(recipe, point)
     if isinstance(autocast, bool):
-        per_token = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
+        per_token, rerun = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
     else:  # arrays of shard counts under FSDP2's policy: autocast where the data axis does not shard weights
-        per_token = where(autocast, _saved_per_token(shape, recipe, point, role, layers, dense, True),
-                          _saved_per_token(shape, recipe, point, role, layers, dense, False))
+        (yes, rerun_yes), (no, rerun_no) = (_saved_per_token(shape, recipe, point, role, layers, dense, flag)
+                                            for flag in (True, False))
+        per_token, rerun = where(autocast, yes, no), where(autocast, rerun_yes, rerun_no)
     flight = pipeline.in_flight(point, role)
     copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
-    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast)
+    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast,
+                 rerun)
 
 
 def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):
-    """The stage's saved bytes per micro-batch token on one device: kept layers whole, recomputed ones their
-    input, the first and last stages' extras. ``autocast``: the model runs under torch.autocast (fp32
-    residual stream, a cast of each norm output per matmul)."""
+    """(The stage's saved bytes per micro-batch token on one device: kept layers whole, recomputed ones their
+    input, the first and last stages' extras; what one recomputed layer saves again in its backward, per token:
+    its whole saved set less what it kept). ``autocast``: the model runs under torch.autocast (fp32 residual
+    stream, a cast of each norm output per matmul)."""
     act = recipe.activation_bytes
     residual_bytes = recipe.master_bytes if autocast else act
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
@@ -80,22 +86,26 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
                    residual_bytes=residual_bytes)
     if shape.moe:
         options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
+    whole = shape.layer_activation_bytes_per_token(**{**options, "selective": False})
+    residual = residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
+    layer_input = shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp, sp=point.sp)
     if point.recompute == "op":  # torchtitan's per-op policy (dense blocks only: cost/shape_op.rules)
         kept = shape.op_layer_bytes_per_token(act_bytes=act, residual_bytes=residual_bytes, tp=point.tp, sp=point.sp)
-        again = 0
+        again, rerun = 0, ac.rerun_layer_bytes_per_token(whole=whole, kept=kept)
     else:
         kept = shape.layer_activation_bytes_per_token(**options)
         again = recomputed_layers(layers, point)
-    residual = residual_bytes if shape.attention else act  # the FFN stack's inputs are its matmuls' own
-    per_token = (layers - again) * kept + again * shape.layer_input_bytes_per_token(act_bytes=residual, tp=point.tp,
-                                                                                    sp=point.sp)
+        rerun = ac.rerun_layer_bytes_per_token(whole=whole, kept=kept if point.recompute == "selective" else layer_input)
+        rerun = rerun if point.recompute == "selective" else where(again >= 1, rerun, 0)
+    per_token = (layers - again) * kept + again * layer_input
     if shape.moe:  # kept dense layers save a dense MLP's tensors, not the experts' ('every': the K-th, 2K-th, ...
         kept_dense = dense - recomputed_layers(dense, point)  # recomputed, as the collectives count them)
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(act_bytes=act, autocast=autocast)
-    return per_token + role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp,
-                                                                         norm_stats=point.norm_stats,
-                                                                         residual_bytes=residual_bytes)
+    last = role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp, norm_stats=point.norm_stats,
+                                                              residual_bytes=residual_bytes)
+    # the output layer's saved tensors are freed by the time backward reaches a layer: the rerun adds beyond them
+    return per_token + last, maximum(rerun - last, 0)
 
 
 def copied_params(shape, point, layers, dense, role):

@@ -97,6 +97,15 @@ def layer_activation_bytes_per_token(*, outside, inside, core, tp, sp, policy):
     return outside / (tp if sp else 1) + (inside + kept_core) / tp
 
 
+def rerun_layer_bytes_per_token(*, whole, kept):
+    """What a recomputed layer saves again during its backward, per token: its rerun forward repacks the tensors
+    the layer saves without recomputation (``whole``) beyond those the policy kept (``kept``: full, its input;
+    selective, all but the attention core; torchtitan's op, its kept matmul outputs and attention's), alive beside
+    everything kept until its backward consumes them, one layer at a time. Source: torch.utils.checkpoint;
+    measured in tests/test_torch_llama_activations.py (full and op, the rerun to the layer's end)."""
+    return whole - kept
+
+
 def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0, residual_bytes=2):
     """The last stage's extras: final norm input and logits matmul input b_a h each, the final norm's
     fp32 statistics (as every other norm's), fp32 logits 4V/t.

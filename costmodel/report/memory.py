@@ -22,6 +22,7 @@ OVERHEAD_LABELS = {
     "sp_gather_buffer": "SP all-gather buffer",
     "pending_reduce_scatters": "TP reduce-scatter inputs not yet reusable (pp 1, host ahead; reserved)",
     "loss_upcast": "logits cast to fp32 for the loss",
+    "recomputed_layer": "a recomputed layer's tensors in its backward",
     "wgrad_cache": "TE's cached weight-gradient buffers",
     "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",
     "p2p_buffers": "pipeline receive buffers",
