@@ -249,14 +249,16 @@ def test_recompute_flops_by_checkpoint_flavour(use_reentrant):
     assert extra == TOKENS * per_token
 
 
-@pytest.mark.parametrize("recompute", ["full", "op"])
-def test_a_recomputed_layer_saves_again_what_it_did_not_keep(recompute):
+@pytest.mark.parametrize("recompute, autocast", [("full", False), ("op", False), ("full", True)],
+                         ids=["full", "op", "full-autocast"])
+def test_a_recomputed_layer_saves_again_what_it_did_not_keep(recompute, autocast):
     """During a checkpointed layer's backward its rerun forward saves its tensors again: live bytes grow, from the
     rerun's start to its end (less its output, which backward drops), by what the layer saves without
     recomputation less what the policy kept (full: the input; torchtitan's op policy, tests/torch_sac.py: its kept
     matmul and attention outputs), the memory term cost4d adds (formulas/activations.rerun_layer_bytes_per_token,
     cost/stage.py). Measured with the rerun going to the layer's end (torchtitan's early_stop=False); torch's
-    early stop ends it after the last tensor backward needs, no more."""
+    early stop ends it after the last tensor backward needs, no more. Under autocast (fp32 block, bf16 matmuls) the
+    rerun also casts the layer's weights again, and its matmuls save the copies (Stage.rerun_copy_bytes)."""
     from live_bytes import LiveBytes
     from torch_sac import context_fn
 
@@ -267,6 +269,9 @@ def test_a_recomputed_layer_saves_again_what_it_did_not_keep(recompute):
     from costmodel.specs.load import load_recipe
 
     block, x, cos, sin = block_and_inputs(flash=True)
+    if autocast:  # the model in fp32, its matmuls in bf16
+        block, x = block.float(), x.detach().float().requires_grad_()
+        cos, sin = cos.float(), sin.float()
     growth = []
 
     def run(x, cos, sin):
@@ -277,9 +282,12 @@ def test_a_recomputed_layer_saves_again_what_it_did_not_keep(recompute):
 
     options = dict(context_fn=context_fn) if recompute == "op" else {}
     with LiveBytes() as live:
-        out = checkpoint(run, x, cos, sin, use_reentrant=False, early_stop=False, preserve_rng_state=False, **options)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = checkpoint(run, x, cos, sin, use_reentrant=False, early_stop=False, preserve_rng_state=False,
+                             **options)
         out.float().sum().backward()
     middle = StageRole(0, 0, 0)  # a stage with neither end: the layers alone
-    predicted = stage(Shape.of(spec()), load_recipe("megatron"), Point(recompute=recompute, tokens=TOKENS),
-                      middle).rerun_bytes_per_token
-    assert len(growth) == 2 and growth[1] == TOKENS * predicted > 0, growth
+    held = stage(Shape.of(spec()), load_recipe("cs336" if autocast else "megatron"),
+                 Point(recompute=recompute, tokens=TOKENS), middle)
+    assert held.autocast is autocast and (held.rerun_copy_bytes > 0) is autocast
+    assert len(growth) == 2 and growth[1] == TOKENS * held.rerun_bytes_per_token + held.rerun_copy_bytes > 0, growth

@@ -56,7 +56,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
 
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,
               "recipe": rec.name, "framework": profile_name(frame), "precision": precision,
-              "kernels": kernels or (frame.kernels if frame is not None else "fused"),
+              "kernels": kernels if kernels is not None else (frame.kernels if frame is not None else "fused"),
               "data_overlap_source": data_overlap_source(frame)}
     return frame, spec, rec, device, length, result, header
 

@@ -124,7 +124,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
-                             kernels=kernels or (framework.kernels if framework is not None else "fused"),
+                             kernels=kernels if kernels is not None else (framework.kernels if framework is not None else
+                                                                           "fused"),
                              framework_time=framework.time_on(hardware) if framework is not None else None,
                              attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
                              optimizer_params=optimizer_params(stages, recipe),
@@ -134,7 +135,9 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
 
 def fsdp2_copies(framework, recipe, point, rows):
     """HBM bytes per step of FSDP2's copies on the compute stream (cost/memory_bound.fsdp2_copy_bytes), where the
-    framework runs FSDP2 (its gathered-block buffers) and the data axis shards weights (ZeRO-3); else 0."""
+    framework runs FSDP2 (its gathered-block buffers: torchtitan) and the data axis shards weights (ZeRO-3); else 0.
+    The exact accounting names no framework: XLA's FSDP (MaxText, among the DGXC runs its step fraction is fitted on)
+    and DeepSpeed's ZeRO-3 make no such copies."""
     if framework is None or not framework.fsdp_buffers or point.zero != 3:
         return 0
     from costmodel.cost.memory_bound import fsdp2_copy_bytes

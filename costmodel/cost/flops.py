@@ -84,8 +84,8 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     (measured with FlopCounterMode in tests/test_torch_llama_activations.py); under selective
     recomputation of math attention the product with V, whose output the output projection saved, is not
     rerun either (2 s a d_v fewer; flash attention reruns its one kernel whole; tests/test_torch_autocast.py). Reentrant (and Megatron's recompute) reruns all.
-    ``op`` (torchtitan's per-op policy): each block reruns every second matmul but its last, not attention
-    (formulas/op_checkpoint.py)."""
+    ``op`` (torchtitan's per-op policy): each block reruns every second matmul (its last one only when the rerun
+    goes to the block's end, --checkpoint reentrant), not attention (formulas/op_checkpoint.py)."""
     if point.recompute == "selective":
         return attention_recompute_flops_per_token(shape, point, seq_len)
     if point.recompute == "op":  # torchtitan's policy: every second matmul (the last one only to the end), attention kept

@@ -159,7 +159,8 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
             in_place=framework.loss_upcast == "in-place")
     if point.recompute != "none":  # a recomputed layer's tensors in its backward, one layer at a time, after the
         # loss's transients are gone: it raises the peak by what it exceeds them
-        out["recomputed_layer"] = maximum(tokens * st.rerun_bytes_per_token - out.get("loss_upcast", 0), 0)
+        out["recomputed_layer"] = maximum(tokens * st.rerun_bytes_per_token + st.rerun_copy_bytes
+                                          - out.get("loss_upcast", 0), 0)
     if framework.wgrad_cache and shape.attention:
         layer = block_params_per_device(shape, point.tp) - shape.block_replicated_params()  # its matmuls
         out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer,

@@ -25,6 +25,7 @@ class Stage:
     autocast: object = False  # the model runs under torch.autocast (parallel/data/state.runs_autocast)
     rerun_bytes_per_token: object = 0  # what one recomputed layer saves again during its backward, per token, beyond
     # the output layer's saved tensors (freed by then)
+    rerun_copy_bytes: object = 0  # and, under autocast, the bf16 copies of its weights its matmuls save again
 
     @property
     def moe_layers(self):
@@ -70,8 +71,12 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
         per_token, rerun = where(autocast, yes, no), where(autocast, rerun_yes, rerun_no)
     flight = pipeline.in_flight(point, role)
     copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
+    # a rerun under autocast casts the layer's weights again, and its matmuls save the copies (not selective's core)
+    recast = point.recompute in ("full", "every", "op") and shape.attention
+    copies = (where(autocast, recipe.compute_bytes * layer_matmul_params(shape, point, not shape.moe), 0)
+              * where(recomputed_layers(layers, point) >= 1, 1, 0)) if recast else 0
     return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast,
-                 rerun)
+                 rerun, copies)
 
 
 def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):
@@ -108,19 +113,24 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
     return per_token + last, maximum(rerun - last, 0)
 
 
+def layer_matmul_params(shape, point, dense_layer: bool):
+    """One layer's matmul weights on this device (no norms or biases; an MoE layer's routed experts included)."""
+    layer = tensor.block_params_per_device(shape, point.tp, dense_layer)
+    layer = layer - tensor.block_vector_params_per_device(shape, point.tp, dense_layer)
+    return layer if dense_layer or not shape.moe else layer + expert.routed_params_per_layer(shape, point)
+
+
 def copied_params(shape, point, layers, dense, role):
     """Matmul weights on this device whose autocast copy autograd saves: those of every layer it does
     not recompute (a checkpointed layer's forward runs without saving; its copies are made again in
-    backward), and the output layer's matrix on the last stage (tied: the embedding matrix it reads)."""
-    def matmuls(dense_layer: bool):
-        layer = tensor.block_params_per_device(shape, point.tp, dense_layer)
-        layer = layer - tensor.block_vector_params_per_device(shape, point.tp, dense_layer)
-        return layer if dense_layer or not shape.moe else layer + expert.routed_params_per_layer(shape, point)
-
+    backward: Stage.rerun_copy_bytes), and the output layer's matrix on the last stage (tied: the embedding
+    matrix it reads). (Autocast's cache also holds a checkpointed layer's copies until the forward leaves the
+    autocast region: a transient at the forward's end, not counted.)"""
     kept = layers - recomputed_layers(layers, point)
-    out = kept * matmuls(not shape.moe)
+    out = kept * layer_matmul_params(shape, point, not shape.moe)
     if shape.moe:  # kept dense layers: a dense MLP's matmuls ('every': each K-th recomputed, as in stage)
-        out = out + (dense - recomputed_layers(dense, point)) * (matmuls(True) - matmuls(False))
+        out = out + (dense - recomputed_layers(dense, point)) * (layer_matmul_params(shape, point, True)
+                                                                 - layer_matmul_params(shape, point, False))
     return out + role.last * tensor.vocab_rows_per_device(shape, point.tp, point.tp_ends) * shape.width
 
 

@@ -64,7 +64,8 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             **_stalls(cost, hardware),
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
-            "hfu": b.hfu, "placement": cost.point.placement,
+            "hfu": b.hfu, "placement": cost.point.placement, "recompute": _recompute(cost.point),
+            "checkpoint": cost.point.checkpoint,
             "precision": b.precision, "fp8_casts": b.fp8_casts if b.precision == "fp8" else None, "kernels": b.kernels,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
@@ -75,6 +76,24 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
             **_memory(cost, hardware)}
+
+
+#: what each --recompute policy reruns, as `step` says it
+RECOMPUTE_WORDS = {"selective": "Megatron's: the attention core", "full": "each layer from its input",
+                   "every": "every K-th layer from its input", "op": "torchtitan's per-op policy: every second matmul "
+                   "and all else but attention"}
+
+
+def _recompute(point) -> str:
+    """--recompute as given: none, selective, full, every:K or op."""
+    return f"every:{point.recompute_layers}" if point.recompute == "every" else point.recompute
+
+
+def _reach(point) -> str:
+    """How far a rerun goes (--checkpoint), as `step` says it."""
+    if point.recompute == "selective":
+        return "the core only"
+    return "to each layer's end" if point.checkpoint == "reentrant" else "stopping early (torch's early stop)"
 
 
 def _stalls(cost, hardware) -> dict:
@@ -152,6 +171,10 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
               f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     if cost.point.placement != DEFAULT_PLACEMENT:
         out.print(f"Placement, innermost (fastest level) first: {cost.point.placement}")
+    if data["recompute"] != "none":
+        f = cost.flops
+        out.print(f"Recomputation {data['recompute']} ({RECOMPUTE_WORDS[cost.point.recompute]}; "
+                  f"{_reach(cost.point)}): {f.recompute_per_token / f.per_token:.1%} of the model's FLOPs run again")
     if b.data_comm_s:
         out.print(f"DP/FSDP traffic: {'hidden behind backward where it can' if b.overlap == 'overlap' else 'not overlapped'}"
                   f" ({b.overlap}: {b.overlap_why})")
