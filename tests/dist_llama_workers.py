@@ -176,6 +176,43 @@ class Stage(nn.Module):
         return h if self.lm_head is None else self.lm_head(self.norm_f(h))
 
 
+def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
+    """Two pipeline stages of (world / 2) FSDP2 shards each (4 ranks; fewer: skipped), 1F1B; each block fully_shard-ed
+    over its shard group with torchtitan's policy (bf16 params, fp32 reduce) and reshard_after_forward ``reshard``,
+    then the stage (its root) at torch's default; the second step's FSDP collectives logged."""
+    world = dist.get_world_size()
+    if world < 4:
+        return {"dispatch": [], "skipped": True}
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("pp", "fsdp"))
+    stage_index = mesh["pp"].get_local_rank()
+    per_stage = spec.layers // 2
+    stage_module = Stage(Decoder(spec), slice(stage_index * per_stage, (stage_index + 1) * per_stage),
+                         first=stage_index == 0, last=stage_index == 1)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in stage_module.blocks:
+        fully_shard(block, mesh=mesh["fsdp"], mp_policy=policy, reshard_after_forward=reshard)
+    fully_shard(stage_module, mesh=mesh["fsdp"], mp_policy=policy)  # the root at torch's default, as cost4d's Layout
+    stage = PipelineStage(stage_module, stage_index, 2, torch.device("cpu"), group=mesh["pp"].get_group())
+    sched = Schedule1F1B(stage, n_microbatches=microbatches, loss_fn=lambda out, target: out.sum())
+    opt = torch.optim.AdamW(stage_module.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        if stage_index == 0:
+            sched.step(tokens)
+        else:
+            sched.step(target=torch.zeros(tokens.shape[0]))
+        opt.step()
+
+    step()
+    dist.barrier()
+    log = DispatchLog()
+    with log:
+        log.phase = "step"
+        step()
+    return {"dispatch": [r for r in log.records if r["op"] in ("all-gather", "reduce-scatter")], "stage": stage_index}
+
+
 #: dispatcher op -> the direction-free kind the test sees
 P2P_OPS = {"c10d.send": "send", "c10d.recv_": "recv"}
 
@@ -257,6 +294,8 @@ CASES = {
     # what one torchtitan block keeps under the op policy, TP (and SP) over the ranks
     "op-kept-tp": (op_kept, {"sp": False}),
     "op-kept-sp": (op_kept, {"sp": True}),
+    "pp-fsdp-keep": (pp_fsdp_step, {"reshard": False}),  # torchtitan's reshard_after_forward under PP
+    "pp-fsdp-reshard": (pp_fsdp_step, {"reshard": True}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),
     "pp-1f1b": (pp_step, {"schedule": "1f1b"}),
 }
@@ -270,7 +309,7 @@ def main(out_dir, store, spec_json, pp_layers, batch, seq, microbatches):
     for case, (step, kwargs) in CASES.items():
         torch.manual_seed(0)
         tokens = torch.randint(spec.vocab, (batch, seq))
-        if step is pp_step:
+        if step in (pp_step, pp_fsdp_step):
             kwargs = {**kwargs, "microbatches": microbatches}
             results[case] = step(spec.model_copy(update={"layers": pp_layers}), tokens, **kwargs)
         else:

@@ -846,3 +846,15 @@ def test_a_recomputed_layer_adds_beyond_the_output_layers_transients():
     assert last.overheads["recomputed_layer"] == max(0, 8192 * (per_layer - extras) - last.overheads["loss_upcast"])
     plain = evaluate_layout(spec, MEGATRON, Layout(**layout), framework=FRAMEWORKS["megatron"])
     assert all("recomputed_layer" not in s.overheads for s in plain.stages)
+
+
+@pytest.mark.parametrize("reshard", [True, False])
+def test_torchtitan_under_a_pipeline_accumulates_unsharded_gradients(reshard):
+    """FSDP2 inside torch's pipeline stages syncs gradients once per step: every unit's unsharded gradient
+    accumulates in the reduce dtype (fp32: 4 B per parameter of the stage) and stays gathered after backward (2 B
+    more where resharded after forward; kept gathered, the exact accounting's weight copies hold them)."""
+    spec, titan = load_model("llama3-8b"), FRAMEWORKS["torchtitan"]
+    layout = Layout(fsdp=4, pp=2, microbatches=4, tokens=8192, reshard_after_forward=reshard)
+    for held in evaluate_layout(spec, load_recipe("fsdp2"), layout, framework=titan).stages:
+        assert held.overheads["fsdp_in_flight"] == (4 + (2 if reshard else 0)) * held.stage.params
+        assert held.components.get("weight_copies", 0) == (0 if reshard else 2 * held.stage.params)

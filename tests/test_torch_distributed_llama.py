@@ -232,6 +232,35 @@ def p2p_rows(records, kind):
             yield "send/recv", r["phase"], r["bytes"], 2, 1, r["bytes"]
 
 
+@pytest.mark.parametrize("reshard", [False, True], ids=["keep", "reshard"])
+def test_fsdp_under_a_pipeline_matches_torch(measured, reshard):
+    """FSDP2 inside torch's pipeline stages (2 stages of 2 shards, 1F1B, M micro-batches): per step each unit
+    gathers once and reduce-scatters once, and resharded after forward it gathers again in each backward (M + 1
+    gathers); the root, at torch's default, once. Each stage's (op, bytes, group) counts equal cost4d's rows of that
+    stage (cost/collectives.stage_collectives), whatever phase each is listed in."""
+    from collections import Counter
+
+    from costmodel.cost.collectives import stage_collectives
+    from costmodel.cost.evaluate import evaluate_layout
+
+    world, ranks = measured
+    if world < 4:
+        pytest.skip("two stages of two shards need 4 ranks")
+    layout = Layout(pp=2, fsdp=world // 2, zero=3, microbatches=M, tokens=PP_TOKENS, reshard_after_forward=reshard)
+    recipe = RECIPES["fsdp2"]  # bf16 gathers, fp32 reduce-scatters: the worker's policy
+    cost = evaluate_layout(PP_SPEC, recipe, layout)
+    for rank, logs in enumerate(ranks):
+        run = logs["pp-fsdp-reshard" if reshard else "pp-fsdp-keep"]
+        held = cost.stages[run["stage"]].stage
+        predicted = Counter()
+        for c in stage_collectives(cost.shape, recipe, cost.point, held):
+            if c.axis == "fsdp":
+                predicted[(c.op, c.buffer_bytes, c.group)] += c.calls
+        measured = Counter((r["op"], r["output_bytes"] if r["op"] == "all-gather" else r["input_bytes"], r["group"])
+                           for r in run["dispatch"])
+        assert measured == predicted, f"rank {rank}, stage {run['stage']}"
+
+
 @pytest.mark.parametrize("case, schedule", PP_CASES, ids=[c for c, _ in PP_CASES])
 def test_pipeline_sends_match_torch(measured, case, schedule):
     """Each stage's sends per direction: activations forward unless last, gradients back unless first."""

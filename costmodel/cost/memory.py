@@ -176,10 +176,15 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
             params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
     if framework.fsdp_buffers:
-        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), ov.fsdp_in_flight_bytes(
+        reduce_bytes = dtype_bytes(framework.reduce_dtype or recipe.grad_comm)
+        flight = ov.fsdp_in_flight_bytes(
             block_params=block_params_per_device(shape, point.tp),
             output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered
-            gather_bytes=recipe.compute_bytes, reduce_bytes=dtype_bytes(framework.reduce_dtype or recipe.grad_comm)), 0)
+            gather_bytes=recipe.compute_bytes, reduce_bytes=reduce_bytes)
+        piped = ov.fsdp_pipeline_bytes(stage_params=st.params, gather_bytes=recipe.compute_bytes,
+                                       reduce_bytes=reduce_bytes, resharded=int(point.reshard_after_forward))
+        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp),
+                                      where(above_one(point.pp), piped, flight), 0)
     if framework.p2p_buffers:
         out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
             activation_bytes_per_microbatch=pipeline.p2p_bytes(shape, recipe, point)), 0)

@@ -133,6 +133,16 @@ def fsdp_in_flight_bytes(*, block_params, output_params, gather_bytes, reduce_by
     return (3 * gather_bytes + reduce_bytes) * block_params + gather_bytes * output_params
 
 
+def fsdp_pipeline_bytes(*, stage_params, gather_bytes, reduce_bytes, resharded):
+    """FSDP2 inside torch's pipeline stages: no gradient sync until the last micro-batch, so every unit's unsharded
+    gradient accumulates in the reduce dtype, b_r P for the stage's P parameters (torch 2.13 _fully_shard/
+    _fsdp_param.py to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed); no reshard after
+    backward (distributed/pipelining/stage.py backward_one_chunk), so by the end of each backward every unit is
+    gathered, b_g P more where the weights are resharded after forward (without, the exact accounting counts them
+    gathered for the whole step): (b_r + r b_g) P, ``resharded`` r 1 or 0."""
+    return (reduce_bytes + resharded * gather_bytes) * stage_params
+
+
 def p2p_buffer_bytes(*, activation_bytes_per_microbatch):
     """Pipeline receive buffers: a stage holds the activation it receives for the next forward and the
     gradient it receives for the next backward, one micro-batch's b_a T D (/ t with SP) each.

@@ -7,6 +7,7 @@ reduce-scatter backward); Zhao et al. 2023, arXiv:2304.11277 (FSDP, HSDP).
 
 from __future__ import annotations
 
+from costmodel.mathops import above_one, where
 from costmodel.parallel.collective import Collective, present, times_each
 from costmodel.parallel.data.state import gather_dtype_bytes
 
@@ -20,7 +21,11 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     in every backward: engine.py L2051-2053; FSDP's SHARD_GRAD_OP likewise). FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
     and gathers for every micro-batch (FSDP2 reshards after each backward): its calls scale by
     grad_accum x m. The root keeps its weights gathered from forward to backward (FSDP2's heuristic
-    for the root module, torch 2.13 _fsdp_state.py).
+    for the root module, torch 2.13 _fsdp_state.py). Under a pipeline (torch.distributed.pipelining) each
+    stage's FSDP2 units skip the gradient sync and the reshard after every micro-batch's backward and
+    reduce-scatter once, after the last (stage.py backward_one_chunk, perform_reduce_grad): one forward
+    gather and one reduce-scatter per schedule step, and, resharded after each forward, a gather in each of
+    the m backwards (m + 1 in all under 1F1B or GPipe; tests/test_torch_distributed_llama.py).
     """
     grads = recipe.grad_comm_bytes * params
     fsdp, dp, zero = point.fsdp, point.dp, point.zero
@@ -32,7 +37,8 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     if zero == 3:
         out = _fsdp_unit("blocks", params - root_params, layers, recipe, fsdp, point.reshard_after_forward)
         out += _fsdp_unit("root: embeddings, norm, output", root_params, 1, recipe, fsdp, False)
-        out = times_each(out, point.micro_steps)
+        once = where(above_one(point.pp), point.grad_accum, point.micro_steps)  # per schedule step under a pipeline
+        out = [c.times(point.micro_steps if c.phase == "backward" and c.op == "all-gather" else once) for c in out]
     else:  # ZeRO-2 keeps only its shard of the gradient: it reduce-scatters every micro-batch's
         scatter = [Collective("reduce-scatter", "fsdp", "gradients", "backward", fsdp, 1, grads)]
         if zero == 1 and point.zero1_reduce == "all-reduce":  # the whole buffer, each rank then steps its shard
