@@ -858,3 +858,15 @@ def test_torchtitan_under_a_pipeline_accumulates_unsharded_gradients(reshard):
     for held in evaluate_layout(spec, load_recipe("fsdp2"), layout, framework=titan).stages:
         assert held.overheads["fsdp_in_flight"] == (4 + (2 if reshard else 0)) * held.stage.params
         assert held.components.get("weight_copies", 0) == (0 if reshard else 2 * held.stage.params)
+
+
+def test_megatron_and_nanotron_rerun_to_the_layers_end():
+    """Megatron's and nanotron's CheckpointFunction reruns a layer's whole forward: torch's early stop
+    (--checkpoint non-reentrant) is refused under them in one line; torchtitan sets either (early_stop)."""
+    base = [sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens",
+            "4096", "--recompute", "full", "--checkpoint", "non-reentrant"]
+    out = subprocess.run([*base, "--framework", "megatron"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: --framework megatron reruns recomputed layers to their end: --checkpoint reentrant, not non-reentrant "
+        "(torch's early stop)")
+    assert subprocess.run([*base, "--framework", "torchtitan", "--fsdp", "8"], capture_output=True).returncode == 0

@@ -16,6 +16,10 @@ def check_runs(framework, point) -> None:
         modes = "|".join("every:K" if m == "every" else m for m in framework.recompute_modes)
         raise CostModelError(f"--framework {framework.name} recomputes with --recompute {modes}, not "
                              f"{RECOMPUTE_NAMES.get(point.recompute, point.recompute)}")
+    rerun = point.recompute != "none" and framework.checkpoints is not None
+    if rerun and point.checkpoint not in framework.checkpoints:
+        raise CostModelError(f"--framework {framework.name} reruns recomputed layers to their end: --checkpoint "
+                             f"{'|'.join(framework.checkpoints)}, not {point.checkpoint} (torch's early stop)")
     pipelined = isinstance(point.pp, int) and point.pp > 1
     if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
         raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "

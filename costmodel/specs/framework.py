@@ -53,6 +53,9 @@ class Framework(Spec):
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
     recompute_modes: list[Literal["none", "selective", "full", "every", "op"]] | None = field(
         None, description="the --recompute policies it runs (None: any); plan searches these")
+    checkpoints: list[Literal["reentrant", "non-reentrant"]] | None = field(
+        None, description="how far its recomputation reruns (--checkpoint; None: either): reentrant to the layer's "
+        "end, non-reentrant with torch's early stop")
     schedules: list[Literal[SCHEDULES]] | None = field(
         None, description="the pipeline schedules its engine runs (None: any)")
     zero_stages: list[Literal[1, 2, 3]] | None = field(
@@ -153,7 +156,7 @@ FRAMEWORKS: dict[str, Framework] = {
             schedules=["gpipe", "1f1b"],
             # parallelism_config.recompute_layer: each layer whole, by a reentrant CheckpointFunction
             # (config/parallelism_config.py L26-35, models/llama.py L740-751)
-            recompute_modes=["none", "full"],
+            recompute_modes=["none", "full"], checkpoints=["reentrant"],
             data_overlap_source="its runs' step times fit the data-axis traffic unoverlapped "
             "(benchmarks/fit_step_nanotron.py: the profile's time.data_factor)",
             attention_kernel="fa2",  # flash-attn 2's flash_attn_varlen_func (models/llama.py L271-286)
@@ -190,6 +193,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
             recompute_modes=["none", "selective", "full"],  # --recompute-granularity full|selective (arguments.py)
+            checkpoints=["reentrant"],  # megatron/core/tensor_parallel/random.py CheckpointFunction: the forward again
             reduce_dtype="fp32",  # bf16 training reduces the fp32 grad buffer unless --grad-reduce-in-bf16
             data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
             "overlap_param_gather default to False (--overlap-grad-reduce turns them on; NeMo's recipes do)",
