@@ -176,6 +176,17 @@ class Stage(nn.Module):
         return h if self.lm_head is None else self.lm_head(self.norm_f(h))
 
 
+def second_step_logged(step, log):
+    """Run a pipeline ``step`` twice, the second under ``log`` (phase "step"): the first sets up the p2p links and
+    exchanges shapes."""
+    step()
+    dist.barrier()
+    with log:
+        log.phase = "step"
+        step()
+    return log
+
+
 def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
     """Two pipeline stages of (world / 2) FSDP2 shards each (4 ranks; fewer: skipped), 1F1B; each block fully_shard-ed
     over its shard group with torchtitan's policy (bf16 params, fp32 reduce) and reshard_after_forward ``reshard``,
@@ -204,12 +215,7 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
             sched.step(target=torch.zeros(tokens.shape[0]))
         opt.step()
 
-    step()
-    dist.barrier()
-    log = DispatchLog()
-    with log:
-        log.phase = "step"
-        step()
+    log = second_step_logged(step, DispatchLog())
     return {"dispatch": [r for r in log.records if r["op"] in ("all-gather", "reduce-scatter")], "stage": stage_index}
 
 
@@ -258,13 +264,7 @@ def pp_step(spec, tokens, *, schedule, microbatches):
             sched.step()
         opt.step()
 
-    step()
-    dist.barrier()
-    log = P2PLog()
-    with log:
-        log.phase = "step"
-        step()
-    return {"dispatch": log.records}
+    return {"dispatch": second_step_logged(step, P2PLog()).records}
 
 
 #: case -> (step function, keyword arguments); "pp-*" cases run the PP_LAYERS-block model
