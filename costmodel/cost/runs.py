@@ -20,6 +20,10 @@ def check_runs(framework, point) -> None:
     if rerun and point.checkpoint not in framework.checkpoints:
         raise CostModelError(f"--framework {framework.name} reruns recomputed layers to their end: --checkpoint "
                              f"{'|'.join(framework.checkpoints)}, not {point.checkpoint} (torch's early stop)")
+    if framework.fsdp_over_cp and isinstance(point.cp, int) and point.cp > 1:
+        raise CostModelError(f"--framework {framework.name} shards FSDP over the data and CP ranks together (its "
+                             f"dp_shard x cp mesh), which cost4d does not model: give --cp 1, or --framework exact for "
+                             f"CP ranks that replicate the weights")
     pipelined = isinstance(point.pp, int) and point.pp > 1
     if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
         raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "

@@ -112,6 +112,7 @@ def frameworks(as_json: bool) -> None:
         named += [f"recompute {'/'.join('every:K' if m == 'every' else m for m in f['recompute_modes'])}"] \
             if f["recompute_modes"] else []
         named += [f"--checkpoint {'/'.join(f['checkpoints'])}"] if f["checkpoints"] else []
+        named += ["FSDP over data x CP (--cp refused)"] if f["fsdp_over_cp"] else []
         fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
         if f["time"]:

@@ -115,6 +115,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
+        if framework is not None and framework.fsdp_over_cp:
+            keep &= cp == 1  # FSDP over the data and CP ranks together: not modelled
         if zero < 3 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
         if framework is not None and zero > framework.pipeline_zero_max:

@@ -53,6 +53,10 @@ class Framework(Spec):
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
     recompute_modes: list[Literal["none", "selective", "full", "every", "op"]] | None = field(
         None, description="the --recompute policies it runs (None: any); plan searches these")
+    fsdp_over_cp: bool = field(
+        False, description="FSDP shards over the data and CP ranks together (torchtitan's dp_shard_cp mesh: state "
+        "sharded dp_shard x cp ways, gradients reduce-scattered over both), which cost4d does not model: --cp > 1 "
+        "is refused")
     checkpoints: list[Literal["reentrant", "non-reentrant"]] | None = field(
         None, description="how far its recomputation reruns (--checkpoint; None: either): reentrant to the layer's "
         "end, non-reentrant with torch's early stop")
@@ -250,6 +254,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "\"op\"): give --recompute op",
             # activation_checkpoint.mode none | full | selective with selective_ac_option "op" or a layer frequency K
             recompute_modes=["none", "full", "every", "op"],
+            fsdp_over_cp=True,  # distributed/parallel_dims.py: the FSDP mesh is dp_shard x cp ("dp_shard_cp")
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "
