@@ -188,12 +188,10 @@ def second_step_logged(step, log):
 
 
 def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
-    """Two pipeline stages of (world / 2) FSDP2 shards each (4 ranks; fewer: skipped), 1F1B; each block fully_shard-ed
+    """Two pipeline stages of (world / 2) FSDP2 shards each, 1F1B; each block fully_shard-ed
     over its shard group with torchtitan's policy (bf16 params, fp32 reduce) and reshard_after_forward ``reshard``,
     then the stage (its root) at torch's default; the second step's FSDP collectives logged."""
     world = dist.get_world_size()
-    if world < 4:
-        return {"dispatch": [], "skipped": True}
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("pp", "fsdp"))
     stage_index = mesh["pp"].get_local_rank()
     per_stage = spec.layers // 2
