@@ -75,6 +75,9 @@ def components(recipe, point, *, params, activation_bytes, weight_copies, expert
     experts), A (activations) and the copies."""
     out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp,
                            expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
+    if point.zero == 3 and "grads" in out:  # FSDP inside pipeline stages syncs once per step: unsharded until then
+        out["grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
+            params=params, reduce_bytes=recipe.grad_comm_bytes), out["grads"])
     out["weight_copies"] = weight_copies
     out["activations"] = mem.sharded_activation_bytes_per_device(
         activation_bytes=activation_bytes, fraction=point.shard_activations, shards=point.fsdp)
@@ -182,7 +185,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
             output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered
             gather_bytes=recipe.compute_bytes, reduce_bytes=reduce_bytes)
         piped = ov.fsdp_pipeline_bytes(stage_params=st.params, gather_bytes=recipe.compute_bytes,
-                                       reduce_bytes=reduce_bytes, resharded=int(point.reshard_after_forward))
+                                       resharded=int(point.reshard_after_forward))
         out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp),
                                       where(above_one(point.pp), piped, flight), 0)
     if framework.p2p_buffers:

@@ -53,3 +53,11 @@ def autocast_weight_copy_bytes(*, params, compute_bytes, unsaved_params=0):
     derivatives.yaml (mm saves mat2 only when self requires grad).
     """
     return compute_bytes * (params - unsaved_params)
+
+
+def pipelined_fsdp_grad_bytes(*, params, reduce_bytes):
+    """FSDP2 inside torch's pipeline stages: no gradient sync until the last micro-batch's backward, so the stage's
+    gradients accumulate unsharded, in the reduce dtype: b_r P (torch 2.13 distributed/pipelining/stage.py
+    backward_one_chunk: set_requires_gradient_sync(False); _fully_shard/_fsdp_param.py
+    to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed), where the shard would hold b_g P / N."""
+    return reduce_bytes * params

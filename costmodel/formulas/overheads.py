@@ -133,14 +133,13 @@ def fsdp_in_flight_bytes(*, block_params, output_params, gather_bytes, reduce_by
     return (3 * gather_bytes + reduce_bytes) * block_params + gather_bytes * output_params
 
 
-def fsdp_pipeline_bytes(*, stage_params, gather_bytes, reduce_bytes, resharded):
-    """FSDP2 inside torch's pipeline stages: no gradient sync until the last micro-batch, so every unit's unsharded
-    gradient accumulates in the reduce dtype, b_r P for the stage's P parameters (torch 2.13 _fully_shard/
-    _fsdp_param.py to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed); no reshard after
-    backward (distributed/pipelining/stage.py backward_one_chunk), so by the end of each backward every unit is
-    gathered, b_g P more where the weights are resharded after forward (without, the exact accounting counts them
-    gathered for the whole step): (b_r + r b_g) P, ``resharded`` r 1 or 0."""
-    return (reduce_bytes + resharded * gather_bytes) * stage_params
+def fsdp_pipeline_bytes(*, stage_params, gather_bytes, resharded):
+    """FSDP2 inside torch's pipeline stages reshards nothing after a backward (distributed/pipelining/stage.py
+    backward_one_chunk: set_reshard_after_backward(False)), so by the end of each backward every unit of the
+    stage's P parameters is gathered: r b_g P where the weights are resharded after forward (``resharded`` r = 1;
+    without, the exact accounting counts them gathered for the whole step). The unsharded gradients it
+    accumulates meanwhile are the exact accounting's (formulas/memory.pipelined_fsdp_grad_bytes)."""
+    return resharded * gather_bytes * stage_params
 
 
 def p2p_buffer_bytes(*, activation_bytes_per_microbatch):

@@ -24,7 +24,7 @@ OVERHEAD_LABELS = {
     "loss_upcast": "logits cast to fp32 for the loss",
     "recomputed_layer": "a recomputed layer's tensors in its backward",
     "wgrad_cache": "TE's cached weight-gradient buffers",
-    "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input (pipelined: gradient accumulators)",
+    "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input (pipelined: units gathered after backward)",
     "p2p_buffers": "pipeline receive buffers",
     "zero1_gather": "ZeRO-1 parameter all-gather buffers",
     "zero_grad_bucket": "ZeRO contiguous gradient bucket",

@@ -5,7 +5,8 @@ Sharding: :mod:`.state` (which state ZeRO stage z divides by N, what FSDP gather
 """
 
 from costmodel.parallel.data.collectives import collectives
-from costmodel.parallel.data.state import fsdp_active, gather_dtype_bytes, precision_rules, runs_autocast, shards
+from costmodel.parallel.data.state import (fsdp_active, fsdp_in_pipeline, gather_dtype_bytes, precision_rules, runs_autocast,
+                                           shards)
 
 NAME = "data"
 
@@ -15,4 +16,5 @@ def checks(shape, point) -> list:
     return []
 
 
-__all__ = ["NAME", "checks", "collectives", "fsdp_active", "gather_dtype_bytes", "precision_rules", "runs_autocast", "shards"]
+__all__ = ["NAME", "checks", "collectives", "fsdp_active", "fsdp_in_pipeline", "gather_dtype_bytes", "precision_rules",
+           "runs_autocast", "shards"]
