@@ -41,17 +41,19 @@ from torch_models import Decoder
 from costmodel.specs.model import Transformer
 
 
-def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16):
+def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16, hsdp=False):
     """fully_shard each block, then the root (embedding, final norm, lm_head); bf16 compute, bf16 reduce (or
-    ``reduce_dtype``: torchtitan's fp32).
+    ``reduce_dtype``: torchtitan's fp32). ``hsdp``: over a (world / 2 replicas, 2 shards) mesh.
 
     ``blocks`` / ``root``: the reshard_after_forward passed to fully_shard, None = not passed.
     """
     model = Decoder(spec)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
+    world = dist.get_world_size()
+    mesh = {"mesh": init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "fsdp"))} if hsdp else {}
     for block in model.blocks:
-        fully_shard(block, mp_policy=policy, **_reshard(blocks))
-    fully_shard(model, mp_policy=policy, **_reshard(root))
+        fully_shard(block, mp_policy=policy, **mesh, **_reshard(blocks))
+    fully_shard(model, mp_policy=policy, **mesh, **_reshard(root))
     return training_step(model, tokens)
 
 
@@ -203,6 +205,26 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
     fully_shard(stage_module, mesh=mesh["fsdp"], mp_policy=policy)  # the root at torch's default, as cost4d's Layout
     stage = PipelineStage(stage_module, stage_index, 2, torch.device("cpu"), group=mesh["pp"].get_group())
     sched = Schedule1F1B(stage, n_microbatches=microbatches, loss_fn=lambda out, target: out.sum())
+    held = {}  # just before the one gradient sync: the unsharded gradients and the gathered weights, in bytes
+
+    def probe(reduce_grad):
+        def probed(self, *args, **kwargs):
+            from torch.distributed.fsdp._fully_shard._fsdp_param import ShardedState
+
+            grads = gathered = 0
+            for group in stage_module._get_fsdp_state()._fsdp_param_groups + [
+                    group for block in stage_module.blocks for group in block._get_fsdp_state()._fsdp_param_groups]:
+                for param in group.fsdp_params:
+                    for grad in (param.unsharded_accumulated_grad, param._unsharded_param.grad):
+                        grads += 0 if grad is None else grad.numel() * grad.element_size()
+                    if param.sharded_state == ShardedState.UNSHARDED:
+                        gathered += param._unsharded_param.numel() * param._unsharded_param.element_size()
+            held.update(unsharded_grad_bytes=grads, gathered_weight_bytes=gathered)
+            return reduce_grad(self, *args, **kwargs)
+        return probed
+
+    original = type(stage).perform_reduce_grad
+    type(stage).perform_reduce_grad = probe(original)
     opt = torch.optim.AdamW(stage_module.parameters(), lr=1e-3)
 
     def step():
@@ -214,7 +236,9 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
         opt.step()
 
     log = second_step_logged(step, DispatchLog())
-    return {"dispatch": [r for r in log.records if r["op"] in ("all-gather", "reduce-scatter")], "stage": stage_index}
+    type(stage).perform_reduce_grad = original
+    return {"dispatch": [r for r in log.records if r["op"] in ("all-gather", "reduce-scatter")], "stage": stage_index,
+            **held}
 
 
 #: dispatcher op -> the direction-free kind the test sees
@@ -274,6 +298,7 @@ CASES = {
     "fsdp2-default": (fsdp2_step, {"blocks": None, "root": None}),  # torch's default everywhere
     "fsdp2-root-explicit": (fsdp2_step, {"blocks": True, "root": True}),  # True passed to the root too
     "fsdp2-fp32-reduce": (fsdp2_step, {"blocks": True, "root": None, "reduce_dtype": torch.float32}),  # torchtitan's
+    "hsdp": (fsdp2_step, {"blocks": True, "root": None, "hsdp": True}),  # world / 2 replicas of 2 shards
     "tp": (tp_step, {"sp": False, "per_module": True}),
     "tp-per-linear": (tp_step, {"sp": False, "per_module": False}),
     "sp": (tp_step, {"sp": True, "per_module": True}),

@@ -851,20 +851,22 @@ def test_a_recomputed_layer_adds_beyond_the_output_layers_transients():
 @pytest.mark.parametrize("reshard", [True, False])
 def test_fsdp_under_a_pipeline_accumulates_unsharded_gradients(reshard):
     """FSDP2 inside torch's pipeline stages syncs gradients once per step: the stage's gradients accumulate
-    unsharded in the reduce dtype (the exact accounting's gradients: fsdp2's fp32, 4 B per parameter of the stage;
-    cs336's bf16, 2 B) and its units stay gathered after backward (torchtitan: 2 B more where resharded after
-    forward; kept gathered, the exact accounting's weight copies hold them). Without a pipeline the shard holds
-    fp32 gradients, 4 B / N."""
+    unsharded in the reduce dtype (fsdp2's and torchtitan's fp32, 4 B per parameter of the stage; cs336's bf16, 2 B)
+    and its units stay gathered after each backward, resharded after forward or not (2 B): the exact accounting's,
+    as torch holds them (tests/test_torch_distributed_llama.py). Without a pipeline the shard holds fp32
+    gradients, 4 B / N, and nothing is unsharded."""
     spec, titan = load_model("llama3-8b"), FRAMEWORKS["torchtitan"]
     layout = Layout(fsdp=4, pp=2, microbatches=4, tokens=8192, reshard_after_forward=reshard)
     for held in evaluate_layout(spec, load_recipe("fsdp2"), layout, framework=titan).stages:
-        assert held.components["grads"] == 4 * held.stage.params
-        assert held.overheads["fsdp_in_flight"] == (2 if reshard else 0) * held.stage.params
-        assert held.components.get("weight_copies", 0) == (0 if reshard else 2 * held.stage.params)
+        assert held.components["unsharded_grads"] == 4 * held.stage.params  # torchtitan's fp32 reduce
+        assert held.overheads["fsdp_in_flight"] == 0  # the gathered units are the exact accounting's, as torch holds
+        assert held.components["weight_copies"] == 2 * held.stage.params
     for held in evaluate_layout(spec, load_recipe("cs336"), layout).stages:
-        assert held.components["grads"] == 2 * held.stage.params
+        assert held.components["unsharded_grads"] == 2 * held.stage.params
+    titan_bf16 = evaluate_layout(spec, load_recipe("cs336"), layout, framework=titan).heaviest  # its fp32 reduce wins
+    assert titan_bf16.components["unsharded_grads"] == 4 * titan_bf16.stage.params
     plain = evaluate_layout(spec, load_recipe("cs336"), Layout(fsdp=4, tokens=8192)).heaviest
-    assert plain.components["grads"] == 4 * plain.stage.params / 4
+    assert plain.components["grads"] == 4 * plain.stage.params / 4 and "unsharded_grads" not in plain.components
 
 
 def test_megatron_and_nanotron_rerun_to_the_layers_end():

@@ -276,4 +276,13 @@ def test_numbers_and_arrays_agree_under_a_framework(name):
         layouts = [lay for lay in (draw_layout(rng, group) for _ in range(60)) if lay is not None][:25]
         found = check_framework_group(group, layouts, FRAMEWORKS[name])
         checked, groups = checked + found, groups + (found > 0)
+    # FSDP inside pipeline stages (HSDP replicas too), which random groups rarely draw
+    for reshard in (True, False):
+        structure = dict(zero=3, sp=False, recompute="full", flash=True, norm_stats=True, schedule="1f1b",
+                         cp_kind="ring", tp_ends="vocab-parallel", reshard_after_forward=reshard, shard_activations=0.0,
+                         checkpoint="reentrant")
+        group = Group("llama3-8b", FRAMEWORK_RECIPES[name], "h100-sxm", ("fsdp", "pp", "dp"), structure,
+                      dict(microbatches=True, grad_accum=False, chunks=False, recompute_layers=False, torus=False))
+        layouts = [lay for lay in (draw_layout(rng, group) for _ in range(60)) if lay is not None][:20]
+        checked += check_framework_group(group, layouts, FRAMEWORKS[name])
     assert checked >= 20

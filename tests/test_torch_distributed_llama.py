@@ -108,6 +108,8 @@ CASES = [
      "data_comm.py data_collectives, zero_stage 3 (torch's default: blocks resharded, root kept)"),
     ("fsdp2-root-explicit", lambda w: Layout(fsdp=w, reshard_after_forward=True), extra_fsdp_root_regathered,
      "data_comm.py data_collectives, root unit"),
+    ("hsdp", lambda w: Layout(dp=w // 2, fsdp=2, reshard_after_forward=True), None,
+     "parallel/data/collectives.py: each unit's replicas all-reduce its shard after its reduce-scatter"),
     ("tp", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated"), None, "tensor_comm.py tensor_collectives, 2 pairs per layer"),
     ("tp-per-linear", lambda w: Layout(tp=w, tokens=T, tp_ends="replicated"), extra_tp_per_linear,
      "tensor_comm.py tensor_collectives, 2 pairs per layer"),
@@ -166,7 +168,9 @@ def test_step_collectives_match_torch(measured, case, layout, extra, where):
     world, ranks = measured
     predicted = tally(predicted_rows(step_collectives(SPEC, CS336, layout(world))))
     for rank, logs in enumerate(ranks):
-        assert tally(measured_rows(logs[case]["dispatch"])) == predicted, f"rank {rank}, {where}"
+        # a one-rank group sends nothing, and cost4d lists none (HSDP's replicas on 2 ranks: a 1 x 2 mesh)
+        sent = [r for r in logs[case]["dispatch"] if r["group"] != 1]
+        assert tally(measured_rows(sent)) == predicted, f"rank {rank}, {where}"
 
 
 @pytest.mark.parametrize("case, layout, extra, where", _params(with_extra=True))
@@ -259,6 +263,27 @@ def test_fsdp_under_a_pipeline_matches_torch(measured, reshard):
         measured = Counter((r["op"], r["output_bytes"] if r["op"] == "all-gather" else r["input_bytes"], r["group"])
                            for r in run["dispatch"])
         assert measured == predicted, f"rank {rank}, stage {run['stage']}"
+
+
+@pytest.mark.parametrize("reshard", [False, True], ids=["keep", "reshard"])
+def test_fsdp_under_a_pipeline_holds_what_torch_holds(measured, reshard):
+    """Just before a stage's one gradient sync (perform_reduce_grad), torch holds its gradients unsharded in the
+    reduce dtype (fp32: 4 B per stage parameter) and every unit gathered (bf16: 2 B), whether or not resharded after
+    forward: cost4d's unsharded gradients and gathered weights of that stage. (One shard per stage, 2 ranks: the
+    gradients are the shard's own, cost4d's accumulated gradients.)"""
+    from costmodel.cost.evaluate import evaluate_layout
+
+    world, ranks = measured
+    layout = Layout(pp=2, fsdp=world // 2, zero=3, microbatches=M, tokens=PP_TOKENS, reshard_after_forward=reshard)
+    cost = evaluate_layout(PP_SPEC, RECIPES["fsdp2"] if world >= 4 else CS336, layout)
+    for rank, logs in enumerate(ranks):
+        run = logs["pp-fsdp-reshard" if reshard else "pp-fsdp-keep"]
+        held = cost.stages[run["stage"]]
+        if world >= 4:
+            assert run["unsharded_grad_bytes"] == held.components["unsharded_grads"] == 4 * held.stage.params
+            assert run["gathered_weight_bytes"] == held.components["weight_copies"] == 2 * held.stage.params
+        else:
+            assert run["unsharded_grad_bytes"] == held.components["grads"] == 4 * held.stage.params
 
 
 @pytest.mark.parametrize("case, schedule", PP_CASES, ids=[c for c, _ in PP_CASES])

@@ -40,7 +40,8 @@ def _fsdp_answer(spec, rec, layout, limit_bytes, source, framework=None):
                              f"(`cost4d memory` with --fsdp {answer.most} and the same flags itemises it)")
     if answer.n_fsdp is None:
         tail = (f"; at most {answer.max_tokens:,} tokens leave room for some N" if answer.max_tokens else
-                "; even the replicated state alone does not fit")
+                "; even the state alone does not fit (what N does not shard: replicated, or held unsharded as a "
+                "pipeline's FSDP gradients are)")
         raise CostModelError(f"no N_FSDP fits {source} ({format_bytes(limit_bytes)}): what N does not shard "
                              f"already takes {format_bytes(answer.replicated_bytes)}{tail}")
     return answer

@@ -46,17 +46,20 @@ def state_components(*, params, recipe, zero: int, fsdp, expert_params=0, expert
 def weight_copy_kind(recipe, point) -> str:
     """Which unsharded low-precision weights a device keeps until backward (a single layout's)."""
     if data.fsdp_active(point.zero, point.fsdp) is True:
-        return "gathered weights" if not point.reshard_after_forward else "none"
+        kept = not point.reshard_after_forward or data.fsdp_in_pipeline(point)
+        return "gathered weights" if kept else "none"
     if recipe.compute_weights == "persistent":
         return "none"  # autograd saves the kept low-precision parameters themselves
     return "autocast copies"
 
 
 def weight_copy_bytes(recipe, point, *, params, unsaved, copied=None):
-    """FSDP: the gathered copy if kept from forward to backward; else autocast's saved bf16 copies
-    b_c (P_c - P_unsaved) of the ``copied`` matmul weights (default all ``params``; ``unsaved``: the
-    first stage's first matmuls when the stack is fed with data)."""
-    gathered = 0 if point.reshard_after_forward else recipe.compute_bytes * params
+    """FSDP: the gathered copy if kept from forward to backward (or, inside torch's pipeline stages, which
+    reshard nothing after a backward (stage.py backward_one_chunk), gathered again by each backward and kept); else
+    autocast's saved bf16 copies b_c (P_c - P_unsaved) of the ``copied`` matmul weights (default all ``params``;
+    ``unsaved``: the first stage's first matmuls when the stack is fed with data)."""
+    whole = recipe.compute_bytes * params
+    gathered = where(data.fsdp_in_pipeline(point), whole, 0) if point.reshard_after_forward else whole
     if recipe.compute_weights == "persistent":
         other = 0
     else:
@@ -70,14 +73,16 @@ def unsaved_params(shape, point, st: Stage):
     return exact_div(st.role.first * shape.unsaved_first_layer_params(), point.tp)
 
 
-def components(recipe, point, *, params, activation_bytes, weight_copies, expert_params=0) -> dict:
+def components(recipe, point, *, params, activation_bytes, weight_copies, expert_params=0, reduce_bytes=None) -> dict:
     """All components per device from P (params before data sharding, of which ``expert_params`` routed
-    experts), A (activations) and the copies."""
+    experts), A (activations) and the copies; ``reduce_bytes``: the gradients' reduce dtype (default the
+    recipe's grad_comm), which FSDP inside pipeline stages accumulates them in."""
     out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp,
                            expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
-    if point.zero == 3 and "grads" in out:  # FSDP inside pipeline stages syncs once per step: unsharded until then
-        out["grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
-            params=params, reduce_bytes=recipe.grad_comm_bytes), out["grads"])
+    if point.zero == 3 and not (isinstance(point.pp, int) and point.pp == 1):  # FSDP inside pipeline stages syncs
+        # once per step: the gradients unsharded until then
+        out["unsharded_grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
+            params=params, reduce_bytes=recipe.grad_comm_bytes if reduce_bytes is None else reduce_bytes), 0)
     out["weight_copies"] = weight_copies
     out["activations"] = mem.sharded_activation_bytes_per_device(
         activation_bytes=activation_bytes, fraction=point.shard_activations, shards=point.fsdp)
@@ -184,10 +189,9 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
             block_params=block_params_per_device(shape, point.tp),
             output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered
             gather_bytes=recipe.compute_bytes, reduce_bytes=reduce_bytes)
-        piped = ov.fsdp_pipeline_bytes(stage_params=st.params, gather_bytes=recipe.compute_bytes,
-                                       resharded=int(point.reshard_after_forward))
-        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp),
-                                      where(above_one(point.pp), piped, flight), 0)
+        # inside pipeline stages every unit stays gathered and its gradients accumulate unsharded: the exact
+        # accounting's weight copies and unsharded gradients; the reduce-scatters run after backward's activations
+        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), where(above_one(point.pp), 0, flight), 0)
     if framework.p2p_buffers:
         out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
             activation_bytes_per_microbatch=pipeline.p2p_bytes(shape, recipe, point)), 0)
@@ -278,8 +282,9 @@ def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory
     acts = activation_bytes(st, point)
     copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st),
                                copied=st.copied_params)
+    reduce = dtype_bytes(framework.reduce_dtype) if framework is not None and framework.reduce_dtype else None
     parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies,
-                       expert_params=st.expert_params)
+                       expert_params=st.expert_params, reduce_bytes=reduce)
     return StageMemory(st, acts, parts, overheads(framework, recipe, point, shape, st, parts["activations"]))
 
 

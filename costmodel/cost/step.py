@@ -22,7 +22,7 @@ from costmodel.formulas import memory_bound as mb
 from costmodel.formulas import step as fs
 from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
 from costmodel.parallel import pipeline
-from costmodel.parallel.data import fsdp_active
+from costmodel.parallel.data import fsdp_active, fsdp_in_pipeline
 from costmodel.record import record
 
 OVERLAPS = ("overlap", "none")
@@ -234,7 +234,12 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     per_step = where(above_one(point.pp), backward_compute, backward_compute / point.micro_steps)
     every_micro_batch = fsdp_active(point.zero, point.fsdp) if point.zero != 2 else above_one(point.fsdp)  # ZeRO-2 too
     hidden = where(every_micro_batch, backward_compute, per_step)
-    exposed = fs.exposed_seconds(comm=by_axis["data"], hidden_behind=hidden, overlap=overlap)
+    # FSDP inside pipeline stages reduces once, after the stage's last backward (perform_reduce_grad): no compute
+    # left to hide those reductions behind
+    tail = where(fsdp_in_pipeline(point), sum((row.seconds for row in timed if row.collective.phase == "backward"
+                                               and row.collective.axis in ("fsdp", "dp")
+                                               and row.collective.op != "all-gather"), 0), 0)
+    exposed = fs.exposed_seconds(comm=by_axis["data"] - tail, hidden_behind=hidden, overlap=overlap) + tail
     extra, floor = 0, 0
     if framework_time is not None:  # its kernels and host floor; its data-axis traffic unoverlapped
         floor = host_floor(framework_time, hardware, point, most_layers)

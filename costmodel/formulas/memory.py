@@ -59,5 +59,6 @@ def pipelined_fsdp_grad_bytes(*, params, reduce_bytes):
     """FSDP2 inside torch's pipeline stages: no gradient sync until the last micro-batch's backward, so the stage's
     gradients accumulate unsharded, in the reduce dtype: b_r P (torch 2.13 distributed/pipelining/stage.py
     backward_one_chunk: set_requires_gradient_sync(False); _fully_shard/_fsdp_param.py
-    to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed), where the shard would hold b_g P / N."""
+    to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed) beside the shard's b_g P / N (held from an
+    earlier schedule step under gradient accumulation; freed before the optimizer step, which sees the shard)."""
     return reduce_bytes * params

@@ -133,15 +133,6 @@ def fsdp_in_flight_bytes(*, block_params, output_params, gather_bytes, reduce_by
     return (3 * gather_bytes + reduce_bytes) * block_params + gather_bytes * output_params
 
 
-def fsdp_pipeline_bytes(*, stage_params, gather_bytes, resharded):
-    """FSDP2 inside torch's pipeline stages reshards nothing after a backward (distributed/pipelining/stage.py
-    backward_one_chunk: set_reshard_after_backward(False)), so by the end of each backward every unit of the
-    stage's P parameters is gathered: r b_g P where the weights are resharded after forward (``resharded`` r = 1;
-    without, the exact accounting counts them gathered for the whole step). The unsharded gradients it
-    accumulates meanwhile are the exact accounting's (formulas/memory.pipelined_fsdp_grad_bytes)."""
-    return resharded * gather_bytes * stage_params
-
-
 def p2p_buffer_bytes(*, activation_bytes_per_microbatch):
     """Pipeline receive buffers: a stage holds the activation it receives for the next forward and the
     gradient it receives for the next backward, one micro-batch's b_a T D (/ t with SP) each.

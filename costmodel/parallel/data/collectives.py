@@ -18,14 +18,17 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     ``params`` is this device's share before data-axis sharding, of which ``root_params`` sit outside
     the ``layers`` blocks (embeddings, final norm, output layer). DDP and ZeRO-1 reduce gradients
     once per step; ZeRO-2, which keeps only its gradient shard, every micro-batch (DeepSpeed's stage 2 reduces
-    in every backward: engine.py L2051-2053; FSDP's SHARD_GRAD_OP likewise). FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
+    in every backward: engine.py L2051-2053; FSDP's SHARD_GRAD_OP likewise, without a pipeline). FSDP wraps each block (one all-gather / reduce-scatter per block) and the root,
     and gathers for every micro-batch (FSDP2 reshards after each backward): its calls scale by
     grad_accum x m. The root keeps its weights gathered from forward to backward (FSDP2's heuristic
     for the root module, torch 2.13 _fsdp_state.py). Under a pipeline (torch.distributed.pipelining) each
     stage's FSDP2 units skip the gradient sync and the reshard after every micro-batch's backward and
     reduce-scatter once, after the last (stage.py backward_one_chunk, perform_reduce_grad): one forward
     gather and one reduce-scatter per schedule step, and, resharded after each forward, a gather in each of
-    the m backwards (m + 1 in all under 1F1B or GPipe; tests/test_torch_distributed_llama.py).
+    the m backwards (m + 1 in all under 1F1B or GPipe, and interleaved with up to 3 chunks: torch's runtime keeps
+    at most 3 of a rank's stages gathered (schedules.py max_active_stages), so more chunks gather more, which is
+    not modelled; tests/test_torch_distributed_llama.py). HSDP's replicas all-reduce each unit's shard after its
+    reduce-scatter (FSDP2 foreach_reduce), as often.
     """
     grads = recipe.grad_comm_bytes * params
     fsdp, dp, zero = point.fsdp, point.dp, point.zero
@@ -48,7 +51,13 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
             Collective("all-gather", "fsdp", "updated weights", "optimizer", fsdp, 1,
                        gather_dtype_bytes(recipe, zero) * params)]
     shard = grads / fsdp
-    if present(dp):  # HSDP: replicas all-reduce the gradient shard
+    if present(dp) and zero == 3:  # HSDP: each unit's replicas all-reduce its reduce-scatter's output, as often
+        sharded = above_one(fsdp)  # arrays: where a layout has one shard, the one all-reduce its numbers list
+        out += [Collective("all-reduce", "dp", c.purpose.replace("gradients", "gradient shards"), "backward", dp,
+                           where(sharded, c.calls, 0), c.buffer_bytes / fsdp) for c in out if c.op == "reduce-scatter"]
+        if sharded is not True:
+            out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, where(sharded, 0, 1), shard))
+    elif present(dp):  # replicas of ZeRO-1/2 shards all-reduce the gradient shard once per step
         out.append(Collective("all-reduce", "dp", "gradient shards", "backward", dp, 1, shard))
     return out + context_gradients(shard, point)
 

@@ -43,15 +43,17 @@ def fsdp_casts_module(zero: int, fsdp, cp):
 def fsdp_in_pipeline(point):
     """Whether FSDP shards weights inside pipeline stages (ZeRO-3 over fsdp > 1, pp > 1), where torch's stages sync
     gradients once per step (parallel/data/collectives.py). A bool, or per element for arrays."""
-    active, piped = fsdp_active(point.zero, point.fsdp), above_one(point.pp)
-    if hasattr(active, "dtype") or hasattr(piped, "dtype"):
-        return active & piped
-    return bool(active) and bool(piped)
+    return _both(fsdp_active(point.zero, point.fsdp), above_one(point.pp))
 
 
 def _either(a, b):
     """a or b, element by element where either is an array."""
     return a | b if hasattr(a, "dtype") or hasattr(b, "dtype") else bool(a) or bool(b)
+
+
+def _both(a, b):
+    """a and b, element by element where either is an array."""
+    return a & b if hasattr(a, "dtype") or hasattr(b, "dtype") else bool(a) and bool(b)
 
 
 def _negation(a):
