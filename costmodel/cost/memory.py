@@ -1,7 +1,8 @@
 """Per-device memory by component, for every stage that can be the heaviest, and the heaviest.
 
 Components: persistent state (low-precision weights, master weights, gradients, optimizer state,
-each divided by N where the ZeRO stage shards it), weight copies kept for backward, activations.
+each divided by N where the ZeRO stage shards it; FSDP's unsharded gradients inside pipeline stages), weight
+copies kept for backward, activations. A framework's terms (cost/framework_terms.py) join them by phase.
 """
 
 from __future__ import annotations
@@ -9,14 +10,11 @@ from __future__ import annotations
 from dataclasses import field
 
 from costmodel.formulas import memory as mem
-from costmodel.formulas import overheads as ov
-from costmodel.mathops import above_one, equals, exact_div, maximum, where
-from costmodel.parallel import data, expert, pipeline, tensor
-from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
+from costmodel.mathops import exact_div, maximum, where
+from costmodel.parallel import data, expert
 from costmodel.units import dtype_bytes
+from costmodel.cost.framework_terms import overheads
 from costmodel.cost.stage import Stage, activation_bytes
-from costmodel.cost.runs import check_runs
-from costmodel.cost.zero import zero_buffers
 from costmodel.record import record
 
 #: Persistent state, in the order it is printed: component -> recipe attribute (bytes/param).
@@ -135,72 +133,6 @@ def reserved_only(term: str) -> bool:
     return OVERHEADS[term][1] or term in RESERVED_ONLY
 #: exact components alive during the optimizer step (activations and weight copies are freed)
 OPTIMIZER_STATE = tuple(STATE_BYTES)
-
-
-def _output_rows(shape, point, st: Stage):
-    """Rows of the output layer's weight matrix on this device (0 off the last stage and for the FFN stack)."""
-    return st.role.last * vocab_rows_per_device(shape, point.tp, point.tp_ends) if shape.attention else 0
-
-
-def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
-    """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
-    if framework is None or framework.exact:
-        return {}
-    check_runs(framework, point)
-    out = {}
-    tokens = exact_div(point.tokens, point.cp)
-    matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
-    if framework.ddp_buckets:
-        buckets = ov.ddp_bucket_bytes(params=st.params, grad_comm_bytes=recipe.grad_comm_bytes)
-        out["ddp_buckets"] = where(above_one(point.data), where(equals(point.fsdp, 1), buckets, 0), 0)
-    if framework.sp_gather_buffer and point.sp:
-        out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
-            tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes), 0)
-    if framework.pending_reduce_scatters and point.sp:
-        _, outputs = tensor.column_row_pairs(shape, st.layers, st.dense_layers)
-        held = ov.pending_reduce_scatter_bytes(tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes,
-                                               outputs=outputs)
-        out["pending_reduce_scatters"] = where(above_one(point.tp), where(equals(point.pp, 1), held, 0), 0)
-    if framework.loss_upcast != "none" and shape.attention:
-        out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
-            vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
-            in_place=framework.loss_upcast == "in-place")
-    if point.recompute != "none":  # a recomputed layer's tensors in its backward, one layer at a time, after the
-        # loss's transients are gone: it raises the peak by what it exceeds them
-        out["recomputed_layer"] = maximum(tokens * st.rerun_bytes_per_token + st.rerun_copy_bytes
-                                          - out.get("loss_upcast", 0), 0)
-    if framework.wgrad_cache and shape.attention:
-        layer = block_params_per_device(shape, point.tp) - shape.block_replicated_params()  # its matmuls
-        out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer,
-                                                  output_params=_output_rows(shape, point, st) * shape.width,
-                                                  weight_bytes=recipe.compute_bytes)
-    if framework.zero1_gather and point.zero in (1, 2):
-        out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
-            params=st.params, shards=point.fsdp, weight_bytes=matmul_bytes), 0)
-    if framework.zero_buffers:
-        out.update(zero_buffers(framework, recipe, point, shape, st, output=_output_rows(shape, point, st) * shape.width))
-    if framework.optimizer_step == "foreach":
-        shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
-        out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
-            params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
-    if framework.fsdp_buffers:
-        reduce_bytes = dtype_bytes(framework.reduce_dtype or recipe.grad_comm)
-        flight = ov.fsdp_in_flight_bytes(
-            block_params=block_params_per_device(shape, point.tp),
-            output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered
-            gather_bytes=recipe.compute_bytes, reduce_bytes=reduce_bytes)
-        # inside pipeline stages every unit stays gathered and its gradients accumulate unsharded: the exact
-        # accounting's weight copies and unsharded gradients; the reduce-scatters run after backward's activations
-        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), where(above_one(point.pp), 0, flight), 0)
-    if framework.p2p_buffers:
-        out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
-            activation_bytes_per_microbatch=pipeline.p2p_bytes(shape, recipe, point)), 0)
-    if framework.activation_factor != 1:
-        out["activation_reserve"] = ov.activation_reserve_bytes(activation_bytes=acts,
-                                                                factor=framework.activation_factor)
-    if framework.reserve_bytes:
-        out["reserve"] = framework.reserve_bytes
-    return out
 
 
 @record
