@@ -139,6 +139,43 @@ def equals(a, b):
     return a == b
 
 
+def either(a, b):
+    """a or b as a condition: bools, masks element by element, or a sympy ``Or``."""
+    kind = family(a, b)
+    if kind == "sympy":
+        import sympy
+
+        return _concrete(sympy.Or(a, b))
+    return a | b if kind == "numpy" else bool(a) or bool(b)
+
+
+def both(a, b):
+    """a and b as a condition: bools, masks element by element, or a sympy ``And``."""
+    kind = family(a, b)
+    if kind == "sympy":
+        import sympy
+
+        return _concrete(sympy.And(a, b))
+    return a & b if kind == "numpy" else bool(a) and bool(b)
+
+
+def negation(a):
+    """not a as a condition: a bool, a mask, or a sympy ``Not``."""
+    kind = family(a)
+    if kind == "sympy":
+        import sympy
+
+        return _concrete(sympy.Not(a))
+    return ~a if kind == "numpy" else not a
+
+
+def _concrete(condition):
+    """A sympy condition that is plainly true or false as a Python bool (letters are degrees above 1); else itself."""
+    import sympy
+
+    return bool(condition) if condition in (sympy.true, sympy.false) else condition
+
+
 def indicator(condition):
     """1 where ``condition`` holds, else 0 (a mask to multiply by)."""
     return where(condition, 1, 0)

@@ -144,7 +144,7 @@ def fsdp2_copies(framework, recipe, point, rows):
     from costmodel.parallel.data import fsdp_active
 
     copies = fsdp2_copy_bytes([row.collective for row in rows], grad_bytes=recipe.compute_bytes,
-                              reduce_bytes=comm_recipe(recipe, framework).grad_comm_bytes)
+                              reduce_bytes=framework.reduce_bytes(recipe))
     return where(fsdp_active(point.zero, point.fsdp), copies, 0)
 
 

@@ -61,7 +61,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
             params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
     if framework.fsdp_buffers:
-        reduce_bytes = dtype_bytes(framework.reduce_dtype or recipe.grad_comm)
+        reduce_bytes = framework.reduce_bytes(recipe)
         flight = ov.fsdp_in_flight_bytes(
             block_params=block_params_per_device(shape, point.tp),
             output_params=_output_rows(shape, point, st) * shape.width,  # the output layer, kept gathered

@@ -12,7 +12,7 @@ from dataclasses import field
 from costmodel.formulas import memory as mem
 from costmodel.mathops import exact_div, maximum, where
 from costmodel.parallel import data, expert
-from costmodel.units import dtype_bytes
+from costmodel.parallel.collective import present
 from costmodel.cost.framework_terms import overheads
 from costmodel.cost.stage import Stage, activation_bytes
 from costmodel.record import record
@@ -77,8 +77,7 @@ def components(recipe, point, *, params, activation_bytes, weight_copies, expert
     recipe's grad_comm), which FSDP inside pipeline stages accumulates them in."""
     out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp,
                            expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
-    if point.zero == 3 and not (isinstance(point.pp, int) and point.pp == 1):  # FSDP inside pipeline stages syncs
-        # once per step: the gradients unsharded until then
+    if point.zero == 3 and present(point.pp):  # FSDP inside pipeline stages syncs once per step: unsharded until then
         out["unsharded_grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
             params=params, reduce_bytes=recipe.grad_comm_bytes if reduce_bytes is None else reduce_bytes), 0)
     out["weight_copies"] = weight_copies
@@ -214,9 +213,9 @@ def stage_memory(shape, recipe, point, st: Stage, framework=None) -> StageMemory
     acts = activation_bytes(st, point)
     copies = weight_copy_bytes(recipe, point, params=st.params, unsaved=unsaved_params(shape, point, st),
                                copied=st.copied_params)
-    reduce = dtype_bytes(framework.reduce_dtype) if framework is not None and framework.reduce_dtype else None
     parts = components(recipe, point, params=st.params, activation_bytes=acts, weight_copies=copies,
-                       expert_params=st.expert_params, reduce_bytes=reduce)
+                       expert_params=st.expert_params,
+                       reduce_bytes=framework.reduce_bytes(recipe) if framework is not None else None)
     return StageMemory(st, acts, parts, overheads(framework, recipe, point, shape, st, parts["activations"]))
 
 

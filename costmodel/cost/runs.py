@@ -10,11 +10,16 @@ RECOMPUTE_NAMES = {"every": "every:K", "selective": "selective (Megatron's: the 
                    "op": "op (torchtitan's per-op policy)"}
 
 
+def recompute_flags(modes) -> str:
+    """Recompute modes as --recompute takes them: none|full|every:K|op."""
+    return "|".join("every:K" if m == "every" else m for m in modes)
+
+
 def check_runs(framework, point) -> None:
     """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
     if framework.recompute_modes is not None and point.recompute not in framework.recompute_modes:
-        modes = "|".join("every:K" if m == "every" else m for m in framework.recompute_modes)
-        raise CostModelError(f"--framework {framework.name} recomputes with --recompute {modes}, not "
+        raise CostModelError(f"--framework {framework.name} recomputes with --recompute "
+                             f"{recompute_flags(framework.recompute_modes)}, not "
                              f"{RECOMPUTE_NAMES.get(point.recompute, point.recompute)}")
     rerun = point.recompute != "none" and framework.checkpoints is not None
     if rerun and point.checkpoint not in framework.checkpoints:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from costmodel.formulas import activations as ac
-from costmodel.mathops import exact_div, floor_div, maximum, minimum, where
+from costmodel.mathops import exact_div, floor_div, indicator, maximum, minimum, where
 from costmodel.parallel import data, expert, pipeline, tensor
 from costmodel.parallel.pipeline import StageRole
 from costmodel.record import record
@@ -74,7 +74,7 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
     # a rerun under autocast casts the layer's weights again, and its matmuls save the copies (not selective's core)
     recast = point.recompute in ("full", "every", "op") and shape.attention
     copies = (where(autocast, recipe.compute_bytes * layer_matmul_params(shape, point, not shape.moe), 0)
-              * where(recomputed_layers(layers, point) >= 1, 1, 0)) if recast else 0
+              * indicator(recomputed_layers(layers, point) >= 1)) if recast else 0
     return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast,
                  rerun, copies)
 
@@ -85,6 +85,8 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
     its whole saved set less what it kept). ``autocast``: the model runs under torch.autocast (fp32 residual
     stream, a cast of each norm output per matmul)."""
     act = recipe.activation_bytes
+    # under autocast the embedding output and the residual adds stay in the parameters' dtype (autocast lowers
+    # matmuls, not adds or norms), so each norm saves an fp32 input; else the activations' dtype
     residual_bytes = recipe.master_bytes if autocast else act
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
                    flash=point.flash, norm_stats=point.norm_stats, eager=point.eager, autocast=autocast,

@@ -90,6 +90,7 @@ def recipes(as_json: bool) -> None:
 
 
 def frameworks(as_json: bool) -> None:
+    from costmodel.cost.runs import recompute_flags
     from costmodel.specs.framework import FRAMEWORKS
 
     if as_json:  # each spec as a profile file holds it (save it, edit it, pass it back with --framework FILE)
@@ -109,8 +110,7 @@ def frameworks(as_json: bool) -> None:
         named += [f"ZeRO-1 {f['zero1_reduce']}"] if f["zero1_reduce"] != "reduce-scatter" else []
         named += [f"ZeRO stages {'/'.join(map(str, f['zero_stages']))}"] if f["zero_stages"] else []
         named += [f"pipelines {'/'.join(f['schedules'])}"] if f["schedules"] else []
-        named += [f"recompute {'/'.join('every:K' if m == 'every' else m for m in f['recompute_modes'])}"] \
-            if f["recompute_modes"] else []
+        named += [f"recompute {recompute_flags(f['recompute_modes']).replace('|', '/')}"] if f["recompute_modes"] else []
         named += [f"--checkpoint {'/'.join(f['checkpoints'])}"] if f["checkpoints"] else []
         named += ["FSDP over data x CP (--cp refused)"] if f["fsdp_over_cp"] else []
         fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"

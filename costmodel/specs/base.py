@@ -217,5 +217,8 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.NAME,
                                         pattern=r"^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+$")]
 #: free text (descriptions, sources): one line or several, no control characters but newlines and tabs
 Text = Annotated[str, StringConstraints(max_length=20_000, pattern=r"^[^\x00-\x08\x0b-\x1f\x7f]*$")]
+#: a band's ends as predicted / measured - 1: the low end (the fastest runs, -0.99 to 0) and the high end (0 to 10)
+LowError = Annotated[float, Field(ge=-0.99, le=0)]
+HighError = Annotated[float, Field(ge=0, le=10)]
 #: seconds, non-negative and bounded
 Seconds = Annotated[float, Field(ge=bounds.SECONDS[0], le=bounds.SECONDS[1])]

@@ -11,7 +11,8 @@ measured peaks, with the data they were fitted on.
 from typing import Annotated, Literal
 
 from costmodel.specs import EXACT, SCHEDULES
-from costmodel.specs.base import Name, Spec, Text, elements, field
+from costmodel.specs.base import HighError, LowError, Name, Spec, Text, elements, field
+from costmodel.units import dtype_bytes
 from costmodel.specs.framework_time import FrameworkTime, Stalls  # noqa: F401  (re-exported)
 
 MiB = 2**20
@@ -94,9 +95,9 @@ class Framework(Spec):
         1.0, description="a: reserved bytes per byte of saved activations (fitted)")
     reserve_bytes: Annotated[float, field(ge=0, le=2**40)] = field(
         0.0, description="reserved bytes beyond every named term (fitted)")
-    error_low: Annotated[float, field(ge=-0.99, le=0)] = field(
+    error_low: LowError = field(
         0.0, description="5th percentile of predicted / measured - 1 over the fitted runs")
-    error_high: Annotated[float, field(ge=0, le=10)] = field(
+    error_high: HighError = field(
         0.0, description="95th percentile of predicted / measured - 1 over the fitted runs")
     context_bytes: Annotated[float, field(ge=0, le=2**40)] = field(
         0.0, description="CUDA context and library workspaces, outside torch's allocator")
@@ -110,6 +111,10 @@ class Framework(Spec):
     def time_on(self, hardware) -> FrameworkTime | None:
         """Its fitted step time where it applies: on the device its runs were measured on."""
         return self.time if self.time is not None and hardware.name == self.time.hardware else None
+
+    def reduce_bytes(self, recipe) -> int:
+        """Bytes per element it reduces gradients in: its reduce_dtype, else the recipe's grad_comm."""
+        return dtype_bytes(self.reduce_dtype) if self.reduce_dtype else recipe.grad_comm_bytes
 
     @property
     def outside_allocator_bytes(self) -> float:

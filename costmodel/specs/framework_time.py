@@ -4,7 +4,7 @@ from typing import Annotated
 
 from pydantic import model_validator
 
-from costmodel.specs.base import Name, Spec, Text, field
+from costmodel.specs.base import HighError, LowError, Name, Spec, Text, field
 
 
 class Stalls(Spec):
@@ -37,15 +37,15 @@ class FrameworkTime(Spec):
         description="added to the floor per TP rank when the pipeline spans nodes (fitted; empirical)")
     data_factor: Annotated[float, field(ge=0, le=100)] = field(
         description="data-axis traffic, unoverlapped, as a multiple of the collective model's time (fitted)")
-    error_low: Annotated[float, field(ge=-0.99, le=0)] = field(
+    error_low: LowError = field(
         description="5th percentile of predicted / measured - 1 over the fitted runs")
-    error_high: Annotated[float, field(ge=0, le=10)] = field(
+    error_high: HighError = field(
         description="95th percentile of predicted / measured - 1 over the fitted runs")
     stall_ratio: Annotated[float, field(gt=1, le=100)] | None = field(
         None, description="measured / predicted beyond which a run counts as stalled (the fit's cap on |log error|)")
-    steady_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
+    steady_low: LowError | None = field(
         None, description="5th percentile of predicted / measured - 1 over the fitted runs that did not stall")
-    steady_high: Annotated[float, field(ge=0, le=10)] | None = field(
+    steady_high: HighError | None = field(
         None, description="95th percentile of predicted / measured - 1 over the fitted runs that did not stall")
     stalls: list[Stalls] = field(
         default_factory=list, description="how many of its measured runs stalled, by node count and pipeline")

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import field_validator, model_validator
 
 from costmodel.inputs import bounds
-from costmodel.specs.base import Name, Seconds, Spec, Text, count, field, rate
+from costmodel.specs.base import HighError, LowError, Name, Seconds, Spec, Text, count, field, rate
 
 Flops = rate(bounds.FLOPS)
 Bandwidth = rate(bounds.BANDWIDTH)
@@ -120,13 +120,13 @@ class StepModel(Spec):
         None, description="fp8 linear layers (Transformer Engine, per-tensor scaling): achieved fp8 throughput "
         "over fp8 peak, relative to the bf16 efficiency of the same shape (above 1: fp8 GEMMs reach more of their "
         "peak); the casts and their amax are counted apart, as HBM traffic (None: no fp8 model)")
-    fp8_error_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
+    fp8_error_low: LowError | None = field(
         None, description="as error_low, for --precision fp8 (its own fit's rows)")
-    fp8_error_high: Annotated[float, field(ge=0, le=10)] | None = field(
+    fp8_error_high: HighError | None = field(
         None, description="as error_high, for --precision fp8")
-    error_low: Annotated[float, field(ge=-0.99, le=0)] | None = field(
+    error_low: LowError | None = field(
         None, description="smallest predicted / measured - 1 of the fit's rows, held out and fitted (the printed band)")
-    error_high: Annotated[float, field(ge=0, le=10)] | None = field(
+    error_high: HighError | None = field(
         None, description="largest predicted / measured - 1 of the fit's rows, held out and fitted")
     fraction_range: list[Annotated[float, field(gt=0, le=1)]] | None = field(
         None, min_length=2, max_length=2, description="where the sustained fraction is borrowed (no run on this "

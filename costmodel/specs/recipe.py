@@ -81,13 +81,6 @@ class Recipe(Spec):
         return self.compute_weights == "transient"
 
     @property
-    def residual_bytes(self) -> int:
-        """Bytes per element of the residual stream: under autocast the embedding output and the residual
-        adds stay in the parameters' dtype (fp32: autocast lowers matmuls, not adds or norms), so each norm
-        saves an fp32 input; with low-precision weights, the activations' dtype."""
-        return self.master_bytes if self.autocast else self.activation_bytes
-
-    @property
     def state_bytes_per_param(self) -> int:
         """Persistent training state per parameter: weights + master + grads + optimizer."""
         return self.weight_bytes + self.master_bytes + self.grad_bytes + self.optimizer_bytes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.mathops import above_one
+from costmodel.mathops import above_one, both, either, negation
 from costmodel.parallel.collective import Rule
 
 #: Lowest ZeRO stage that shards each kind of state (Rajbhandari et al. 2020, arXiv:1910.02054, Sec. 5:
@@ -37,28 +37,13 @@ def fsdp_casts_module(zero: int, fsdp, cp):
     (distributed/utils.py maybe_enable_amp, parallel_dims.fsdp_enabled): the data axis shards weights (ZeRO-3
     over fsdp > 1) or CP is on (torchtitan shards over the data and CP ranks together). A bool, or per element
     for arrays."""
-    return _either(fsdp_active(zero, fsdp), above_one(cp))
+    return either(fsdp_active(zero, fsdp), above_one(cp))
 
 
 def fsdp_in_pipeline(point):
     """Whether FSDP shards weights inside pipeline stages (ZeRO-3 over fsdp > 1, pp > 1), where torch's stages sync
     gradients once per step (parallel/data/collectives.py). A bool, or per element for arrays."""
-    return _both(fsdp_active(point.zero, point.fsdp), above_one(point.pp))
-
-
-def _either(a, b):
-    """a or b, element by element where either is an array."""
-    return a | b if hasattr(a, "dtype") or hasattr(b, "dtype") else bool(a) or bool(b)
-
-
-def _both(a, b):
-    """a and b, element by element where either is an array."""
-    return a & b if hasattr(a, "dtype") or hasattr(b, "dtype") else bool(a) and bool(b)
-
-
-def _negation(a):
-    """not a, element by element for an array."""
-    return ~a if hasattr(a, "dtype") else not a
+    return both(fsdp_active(point.zero, point.fsdp), above_one(point.pp))
 
 
 def runs_autocast(recipe, point):
@@ -70,7 +55,7 @@ def runs_autocast(recipe, point):
         return False
     if recipe.casts == "autocast":
         return True
-    return _negation(fsdp_casts_module(point.zero, point.fsdp, point.cp))
+    return negation(fsdp_casts_module(point.zero, point.fsdp, point.cp))
 
 
 def precision_rules(recipe, point) -> list:
@@ -79,8 +64,8 @@ def precision_rules(recipe, point) -> list:
     enabled'), which cost4d does not model."""
     if not (recipe.autocast and recipe.casts == "fsdp"):
         return []
-    split = _either(above_one(point.tp), above_one(point.pp))
-    ok = _either(fsdp_casts_module(point.zero, point.fsdp, point.cp), _negation(split))
+    split = either(above_one(point.tp), above_one(point.pp))
+    ok = either(fsdp_casts_module(point.zero, point.fsdp, point.cp), negation(split))
     return [Rule(ok, lambda: f"--recipe {recipe.name} (FSDP2's policy) with --tp {point.tp} / --pp {point.pp} and no "
                  "FSDP (--fsdp > 1 at ZeRO-3) or CP: torchtitan trains in fp32 there (maybe_enable_amp), which is not "
                  "modelled; shard with --fsdp or use another --recipe")]
