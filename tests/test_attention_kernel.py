@@ -246,6 +246,7 @@ def test_document_and_kernel_refusals_and_math_attention():
              seq=8192, document=0)
 
 
+@pytest.mark.slow
 def test_plot_roofline_takes_the_kernel_and_the_document(tmp_path):
     pytest.importorskip("matplotlib")
     import json

@@ -111,6 +111,7 @@ def test_no_torch_is_one_line(tmp_path, command):
     (["bench", "collectives", "--backend", "nccl"], "--backend nccl: this torch sees no CUDA device"),
     (["bench", "gpu"], "--device cuda: this torch sees no CUDA device"),
 ])
+@pytest.mark.slow
 def test_no_cuda_is_one_line(tmp_path, command, needle):
     pytest.importorskip("torch")
     one_line(cost4d(*command, "--out", str(tmp_path / "x.json")), needle)

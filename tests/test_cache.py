@@ -88,6 +88,7 @@ def test_shipped_hardware_read_back_from_the_cache_equals_the_file(tmp_path, mon
     assert load_hardware("h100-sxm") == first and hardware_dir().is_dir()
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_same_with_and_without_the_cache_and_skips_the_toml_parser(tmp_path):
     args = [sys.executable, "-c", "import sys\nfrom costmodel.cli import main\nsys.argv = ['cost4d'] + sys.argv[1:]\n"
             "try:\n    main()\nfinally:\n    print('tomllib' in sys.modules, file=sys.stderr)",

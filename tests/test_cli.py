@@ -260,6 +260,7 @@ def _every_command(command, path=()):
         yield from _every_command(command.commands[name], (*path, name))
 
 
+@pytest.mark.slow
 def test_help_shows_what_each_option_takes():
     """A flag takes no value: no help page prints `<bool>` beside one (typer >= 0.2x does by default); a valued
     option names what it takes (NAME|FILE, SIZE, its choices), never a bare Python type (`<str>`, `<path>`)."""
@@ -283,6 +284,7 @@ def test_unknown_command_suggests_the_close_one():
     assert result.returncode == 2 and "No such command 'memroy'" in result.stderr and "'memory'" in result.stderr
 
 
+@pytest.mark.slow
 def test_shell_completion_is_on(monkeypatch, capsys):
     """`--show-completion SHELL` prints the script; the script's protocol completes commands and options."""
     from costmodel.cli import main
@@ -405,6 +407,7 @@ def test_a_catalog_rows_spec_saved_as_a_file_loads_back_as_the_same_spec(catalog
     assert runner.invoke(app, ["memory", "--model", "llama3-8b", option, str(path), "--tokens", "8192"]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_commands_about_one_layout_take_the_same_layout_options():
     """step takes every layout option memory does (--hsdp-group, --reshard, ...); solve fsdp and explain fsdp
     every one but those that set the unknown --fsdp; explain none that changes no term it derives (--grad-accum)."""
@@ -444,6 +447,7 @@ def test_help_at_80_columns_cuts_no_word(command):
     ["solve", "ep", "--model", "mixtral-8x7b", "--fsdp", "8", "--zero", "1", "--pp", "4", "--tokens", "4096",
      "--recompute", "full", "--recipe", "megatron", "--limit", "40GB"],
 ])
+@pytest.mark.slow
 def test_prose_wraps_at_80_columns(command):
     """Prose answers wrap at spaces to the width (not left to the terminal, which breaks words)."""
     import os

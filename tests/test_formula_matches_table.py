@@ -149,6 +149,7 @@ def test_comm_time_is_validates_prediction(calibrated):
     assert row["seconds_per_call"] == pytest.approx(p.seconds, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_cli_subprocess_symbolic_json():
     """The installed entry point, once as a real process."""
     result = subprocess.run([sys.executable, "-m", "costmodel", "comm", "--model", "xxl", "--hardware", "tpu-v5p",

@@ -207,6 +207,7 @@ def test_pending_reduce_scatters_are_reserved_not_allocated():
     (["--fsdp", "4", "--dp", "2", "--zero", "1"], "--framework nanotron shards over its one data-parallel group: "
      "no --dp 2 replicas of --fsdp 4 shards (give --fsdp 8 alone)"),
 ])
+@pytest.mark.slow
 def test_nanotron_runs_its_own_zero_only(flags, says):
     """nanotron shards with ZeRO-1 (ZeroDistributedOptimizer) over its one data-parallel group: other stages
     and replicas of shards are refused in one line; ZeRO-0 (DDP) over dp x fsdp runs."""
@@ -217,6 +218,7 @@ def test_nanotron_runs_its_own_zero_only(flags, says):
     assert subprocess.run([*base, "--fsdp", "4", "--dp", "2", "--zero", "0"], capture_output=True).returncode == 0
 
 
+@pytest.mark.slow
 def test_megatron_reduces_its_fp32_buffer_and_comm_says_the_dtype():
     """Megatron-LM under bf16 reduces the fp32 gradient buffer (arguments.py, unless --grad-reduce-in-bf16): its
     distributed optimizer's reduce-scatter moves 4 B per parameter where the recipe alone says 2; `comm --json`
@@ -233,6 +235,7 @@ def test_megatron_reduces_its_fp32_buffer_and_comm_says_the_dtype():
 
 # ---- the terms measured in PyTorch on CPU ----------------------------------------------------
 
+@pytest.mark.slow
 def test_loss_upcast_transient_measured():
     """nanotron's lm_head + cast_to_fp32 + _ShardedCrossEntropy at tp = 1 (functional.py L31-115,
     transcribed without the all-reduces, which are identities on one rank): the peak of live
@@ -421,6 +424,7 @@ def test_deepspeed_accumulation_keeps_a_second_gradient_buffer():
     assert top(dp=8, grad_accum=4).overheads.get("zero2_accumulation_buffer", 0) == 0  # replicas run no ZeRO
 
 
+@pytest.mark.slow
 def test_plan_keeps_to_what_deepspeed_runs():
     """plan --framework deepspeed searches ZeRO 1-3, pipelines only with ZeRO-0/1 over shards and 1F1B, as its pipeline
     engine runs them (pipe/engine.py L77-78, pipe/schedule.py TrainSchedule), and replicas of shards only at ZeRO-3
@@ -494,6 +498,7 @@ def _fit_module():
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not RUNS.is_file(), reason="../shared/data is beside the checkout (CI links it)")
 def test_fitted_constants_are_the_fit_and_the_readme_says_what_it_gives():
     fit = _fit_module()
@@ -869,6 +874,7 @@ def test_fsdp_under_a_pipeline_accumulates_unsharded_gradients(reshard):
     assert plain.components["grads"] == 4 * plain.stage.params / 4 and "unsharded_grads" not in plain.components
 
 
+@pytest.mark.slow
 def test_megatron_and_nanotron_rerun_to_the_layers_end():
     """Megatron's and nanotron's CheckpointFunction reruns a layer's whole forward: torch's early stop
     (--checkpoint non-reentrant) is refused under them in one line; torchtitan sets either (early_stop)."""

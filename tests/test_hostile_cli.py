@@ -212,6 +212,7 @@ def test_slice_search_is_bounded():
     assert ok.code == 0, str(ok)
 
 
+@pytest.mark.slow
 def test_through_the_real_script():
     """The installed entry point: one line, exit 2, no traceback; Ctrl-C style termination is quiet."""
     result = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "xxl", "--tokens", BIG],

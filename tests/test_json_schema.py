@@ -128,7 +128,8 @@ def _check(command: str, payloads: list[dict]) -> None:
     assert optional <= seen, (command, "no case shows", optional - seen)  # each optional key really appears
 
 
-@pytest.mark.parametrize("command", sorted(CASES))
+@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.slow) if c.startswith("plot") else c
+                                     for c in sorted(CASES)])
 def test_json_keys_are_the_documented_ones(command, tmp_path):
     payloads = []
     for args in CASES[command]:
@@ -176,6 +177,7 @@ def documented_plot_data() -> dict[str, set]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(PLOTS))
 def test_plot_data_keys_are_the_documented_ones(kind, tmp_path):
     pytest.importorskip("matplotlib")

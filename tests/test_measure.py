@@ -96,6 +96,7 @@ def test_fit_recovers_a_known_line():
     assert alpha == pytest.approx(20e-6, rel=1e-9) and bandwidth == pytest.approx(300e9, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_validate_cli_json_and_calibrated_spec_round_trip(tmp_path):
     out = tmp_path / "h100-calibrated.json"
     result = cost4d("validate", *map(str, LOGS), "--hardware", "h100-sxm", "--fit", "--out", str(out), "--json")
@@ -108,6 +109,7 @@ def test_validate_cli_json_and_calibrated_spec_round_trip(tmp_path):
     assert again["median_abs_error_pct"] == pytest.approx(payload["median_abs_error_pct"])
 
 
+@pytest.mark.slow
 def test_import_then_validate_reads_the_results_json(tmp_path):
     results = tmp_path / "h100.json"
     assert cost4d("import", "nccl-tests", *map(str, LOGS), "--out", str(results)).returncode == 0

@@ -176,6 +176,7 @@ def test_solve_ep_is_the_smallest_degree_that_fits():
     assert memory.memory_bytes == needs[answer["ep"]]
 
 
+@pytest.mark.slow
 def test_plan_searches_the_expert_axis():
     """A MoE model's search includes EP degrees (among its ten best: the EP rows run within 2% of the best, FSDP
     inside the pipeline stages ahead of them); the best row's command reproduces its step."""

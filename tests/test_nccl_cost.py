@@ -41,6 +41,7 @@ def test_a_measured_hop_keeps_nccls_pick_and_times_it_by_hand():
     assert choice("aws-p5", "all-reduce", 8192, 1, 8, hop_us=35.5) == choice("aws-p5", "all-reduce", 8192, 1, 8)
 
 
+@pytest.mark.slow
 def test_the_shipped_hops_are_what_the_fit_gives():
     import sys
     from pathlib import Path

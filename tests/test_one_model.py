@@ -208,6 +208,7 @@ def run(seed: int, groups: int, per_group: int) -> tuple[int, list[Group]]:
     return checked, seen
 
 
+@pytest.mark.slow
 def test_three_evaluations_agree_fast():
     checked, _ = run(seed=1, groups=10, per_group=40)
     assert checked >= 100
@@ -262,6 +263,7 @@ def check_framework_group(group: Group, layouts: list[Layout], framework) -> int
     return len(kept)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FRAMEWORK_RECIPES))
 def test_numbers_and_arrays_agree_under_a_framework(name):
     """The planner's arrays and `memory`/`step`'s numbers give the same memory (the framework's terms included),

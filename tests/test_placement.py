@@ -97,6 +97,7 @@ def test_the_planner_searches_orders_once_each():
         assert step.step_s == pytest.approx(row.step_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_planner_places_a_moe_s_axes_too():
     """Mixtral on 32 GPUs: the search prices orders for layouts with expert parallelism too, and each row's step
     is what `cost4d step --placement ...` gives."""

@@ -29,6 +29,7 @@ SEARCHES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, recipe, framework, gpus, tokens, seq, top", SEARCHES)
 def test_reported_layouts_equal_memory_and_step(model, recipe, framework, gpus, tokens, seq, top):
     spec, rec = load_model(model), load_recipe(recipe)
@@ -73,6 +74,7 @@ def test_nothing_better_was_pruned():
     assert result.best[0].step_s == pytest.approx(best, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_plan_cli_json_and_the_command_reproduces_it():
     out = subprocess.run([sys.executable, "-m", "costmodel", "plan", "--model", "llama3-8b", "--hardware", "h100-sxm",
                           "--gpus", "16", "--global-batch", str(2**20), "--seq", "8192", "--framework", "megatron",
@@ -99,6 +101,7 @@ def test_plan_refuses_in_one_line(args, needle):
     assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_fp8_where_the_spec_has_no_fp8_model_is_one_line():
     for command in (["plan", "--gpus", "64", "--global-batch", str(2**20)], ["step", "--tokens", "8192"]):
         out = subprocess.run([sys.executable, "-m", "costmodel", *command, "--model", "llama3-8b", "--hardware",
@@ -106,6 +109,7 @@ def test_fp8_where_the_spec_has_no_fp8_model_is_one_line():
         assert out.returncode == 2 and "no fp8 step model" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_plan_plot(tmp_path, suffix):
     path = tmp_path / f"plan.{suffix}"
@@ -234,6 +238,7 @@ def test_the_named_parts_and_the_bubble_add_up_to_the_step():
         assert sum(row.parts[k] for k in WHY_PARTS) + row.bubble_s == pytest.approx(row.step_s, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_memory_sure_keeps_only_layouts_whose_band_fits():
     """--memory sure: the capacity check uses the framework's band's high end, so every row's verdict is 'fits'
     and more layouts are rejected by memory than with the default (likely)."""
@@ -249,6 +254,7 @@ def test_memory_sure_keeps_only_layouts_whose_band_fits():
     assert sure["feasible"] < likely["feasible"] and sure["capacity_bytes"] < likely["capacity_bytes"]
 
 
+@pytest.mark.slow
 def test_plan_searches_the_frameworks_recompute_modes():
     """torchtitan recomputes none, full or by its op policy (every:K is not searched), never Megatron's selective;
     the exact accounting searches none, selective and full; op is left out for blocks it is not modelled for."""
@@ -262,6 +268,7 @@ def test_plan_searches_the_frameworks_recompute_modes():
     assert moe.best and {p.layout["recompute"] for p in moe.best} <= {"none", "full"}
 
 
+@pytest.mark.slow
 def test_plan_takes_kernels_and_its_commands_reproduce_them():
     """--kernels fused under torchtitan (a compiled model): the search prices fused memory-bound ops, says so, and
     each row's `cost4d step` command carries --kernels fused and gives the row's step time."""

@@ -86,6 +86,7 @@ def _fsdp_figure():
                             "--limit 95GB", UnitSystem.si)
 
 
+@pytest.mark.slow
 def test_fsdp_figure_marks_the_answer_under_the_limit(figures):
     """The curve crosses the limit between the marked N - 1 and N: XXL's 38 under 95 GB (conventions.md)."""
     ax = figures["fsdp"].axes[0]
@@ -96,6 +97,7 @@ def test_fsdp_figure_marks_the_answer_under_the_limit(figures):
     assert ys[xs.index(38)] < limit < ys[xs.index(32)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_as_png_and_svg_with_labelled_axes(figures, tmp_path, kind):
     fig = figures[kind]
@@ -196,6 +198,7 @@ runner = CliRunner()
     (["plan", "--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "16", "--global-batch", "1048576", "--seq",
       "8192"], "feasible layouts"),
 ], ids=lambda v: v[0] if isinstance(v, list) else None)
+@pytest.mark.slow
 def test_cli_writes_each_kind(tmp_path, args, said):
     """Each kind through the CLI, PNG for some and SVG for others (the functions above write both)."""
     out = tmp_path / ("figure.svg" if len(args) % 2 else "figure.png")

@@ -96,6 +96,7 @@ def test_a_spec_built_directly_is_validated_and_nested_specs_may_be_specs_or_tab
     assert Transformer.model_fields["hidden"].description.startswith("D = h")
 
 
+@pytest.mark.slow
 def test_the_numeric_path_builds_no_validating_model_for_shipped_specs():
     code = ("import sys\nfrom costmodel.cli import main\nsys.argv = ['cost4d'] + sys.argv[1:]\ntry:\n    main()\n"
             "except SystemExit:\n    pass\nprint('costmodel.specs.validation' in sys.modules, file=sys.stderr)")

@@ -140,6 +140,7 @@ def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
                                                   round(100 * min(held), 1), round(100 * max(held), 1)]
 
 
+@pytest.mark.slow
 def test_step_json_has_the_range():
     args = [sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--recipe", "megatron", "--tp", "2",
             "--sp", "--fsdp", "4", "--zero", "1", "--tokens", "8192", "--json", "--hardware"]
@@ -151,6 +152,7 @@ def test_step_json_has_the_range():
     assert b200["step_s_low"] is None and b200["step_s_high"] is None  # no fraction range: no band
 
 
+@pytest.mark.slow
 def test_mfu_attention_convention():
     """Causal MFU removes half of attention's Q K^T and A V (3 L x 4 s a d_h per token, forward and
     backward) from the model FLOPs; the step time does not change."""
@@ -195,6 +197,7 @@ def test_once_per_step_reduction_hides_behind_the_last_backward_only():
     assert four == pytest.approx(one, rel=1e-12)  # the same last backward hides the same traffic
 
 
+@pytest.mark.slow
 def test_every_shipped_device_has_a_sourced_step_model():
     """`step` runs on every device in hardware/ (issue 11): each has a step_model whose source says
     where its numbers come from."""
@@ -492,6 +495,7 @@ def test_a_fraction_range_must_hold_the_fraction_and_widen_a_band():
         StepModel.model_validate({**base, "fraction_range": [0.8, 1.0]})
 
 
+@pytest.mark.slow
 def test_torchtitan_runs_its_own_recompute_modes():
     """torchtitan's activation checkpointing is none, full, selective by layer (every:K) or by op (op): priced without
     recomputation, step and memory point to its configs' op; Megatron's selective is refused in one line."""

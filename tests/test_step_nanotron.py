@@ -153,6 +153,7 @@ def test_the_fitted_time_applies_only_on_the_device_of_its_runs():
     assert NANOTRON.time_on(H100) is T and NANOTRON.time_on(v5p) is None
 
 
+@pytest.mark.slow
 def test_stall_lookup_takes_the_nearest_count_at_or_below_and_drops_the_band_beyond_the_fit():
     """60 nodes: the 32-node runs' stalls, the steady band still applies (32 is the fit's most); 256 nodes: the
     64-node runs', and no steady band (no fitted run spanned more than 32 nodes)."""

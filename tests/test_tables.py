@@ -132,6 +132,7 @@ def test_piped_output_is_plain_fits_80_columns_and_names_whole(args):
         assert out.count("all-reduce") == 5  # the collective column never folds ('all-redu' / 'ce')
 
 
+@pytest.mark.slow
 def test_terminal_gets_boxes_and_plain_forces_them_off():
     boxed = on_a_terminal(*COMM)
     assert BOX.search(boxed) and "all-reduce" in boxed and "…" not in boxed
