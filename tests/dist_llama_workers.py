@@ -41,9 +41,12 @@ from torch_models import Decoder
 from costmodel.specs.model import Transformer
 
 
-def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16, hsdp=False):
+def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16, hsdp=False, shard_cp=False):
     """fully_shard each block, then the root (embedding, final norm, lm_head); bf16 compute, bf16 reduce (or
-    ``reduce_dtype``: torchtitan's fp32). ``hsdp``: over a (world / 2 replicas, 2 shards) mesh.
+    ``reduce_dtype``: torchtitan's fp32). ``hsdp``: over a (world / 2 replicas, 2 shards) mesh. ``shard_cp``: as
+    torchtitan shards with context parallelism, over its (dp_shard = world / 2, cp = 2) mesh flattened into one
+    "dp_shard_cp" dimension (parallelize.py: fully_shard over world_mesh["dp_shard_cp"]); the CP attention itself
+    is not run, so only the FSDP traffic is logged.
 
     ``blocks`` / ``root``: the reshard_after_forward passed to fully_shard, None = not passed.
     """
@@ -51,6 +54,9 @@ def fsdp2_step(spec, tokens, *, blocks, root, reduce_dtype=torch.bfloat16, hsdp=
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
     world = dist.get_world_size()
     mesh = {"mesh": init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "fsdp"))} if hsdp else {}
+    if shard_cp:
+        grid = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp_shard", "cp"))
+        mesh = {"mesh": grid["dp_shard", "cp"]._flatten("dp_shard_cp")}
     for block in model.blocks:
         fully_shard(block, mp_policy=policy, **mesh, **_reshard(blocks))
     fully_shard(model, mp_policy=policy, **mesh, **_reshard(root))
@@ -299,6 +305,7 @@ CASES = {
     "fsdp2-root-explicit": (fsdp2_step, {"blocks": True, "root": True}),  # True passed to the root too
     "fsdp2-fp32-reduce": (fsdp2_step, {"blocks": True, "root": None, "reduce_dtype": torch.float32}),  # torchtitan's
     "hsdp": (fsdp2_step, {"blocks": True, "root": None, "hsdp": True}),  # world / 2 replicas of 2 shards
+    "fsdp2-shard-cp": (fsdp2_step, {"blocks": True, "root": None, "reduce_dtype": torch.float32, "shard_cp": True}),
     "tp": (tp_step, {"sp": False, "per_module": True}),
     "tp-per-linear": (tp_step, {"sp": False, "per_module": False}),
     "sp": (tp_step, {"sp": True, "per_module": True}),

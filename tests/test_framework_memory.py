@@ -885,17 +885,3 @@ def test_megatron_and_nanotron_rerun_to_the_layers_end():
         "error: --framework megatron reruns recomputed layers to their end: --checkpoint reentrant, not non-reentrant "
         "(torch's early stop)")
     assert subprocess.run([*base, "--framework", "torchtitan", "--fsdp", "8"], capture_output=True).returncode == 0
-
-
-def test_torchtitan_refuses_context_parallelism_it_shards_differently():
-    """torchtitan's FSDP mesh is dp_shard x cp (its state sharded over the CP ranks too): not modelled, so --cp > 1
-    under its profile is one line and exit 2, and plan searches no CP for it."""
-    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--framework", "torchtitan",
-                          "--cp", "2", "--fsdp", "4", "--tokens", "8192"], capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.startswith("error: --framework torchtitan shards FSDP over the data and CP "
-                                                         "ranks together") and len(out.stderr.splitlines()) == 1
-    from costmodel.solve.plan import plan
-
-    found = plan(load_model("llama3-8b"), load_recipe("fsdp2"), load_hardware("h100-sxm"), devices=8,
-                 global_tokens=2**19, seq=8192, framework=FRAMEWORKS["torchtitan"], top=10_000)
-    assert found.best and all(p.layout["cp"] == 1 for p in found.best)

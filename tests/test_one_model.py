@@ -287,4 +287,15 @@ def test_numbers_and_arrays_agree_under_a_framework(name):
                       dict(microbatches=True, grad_accum=False, chunks=False, recompute_layers=False, torus=False))
         layouts = [lay for lay in (draw_layout(rng, group) for _ in range(60)) if lay is not None][:20]
         checked += check_framework_group(group, layouts, FRAMEWORKS[name])
-    assert checked >= 20
+    # CP beside the data axis, which torchtitan and Megatron shard over together (Point.sharding)
+    frame = FRAMEWORKS[name]
+    structure = dict(zero=frame.zero_stages[0] if frame.zero_stages else 3, sp=False, recompute="none", flash=True,
+                     norm_stats=True, schedule="1f1b", cp_kind="ring", tp_ends="vocab-parallel",
+                     reshard_after_forward=True, shard_activations=0.0, checkpoint="reentrant")
+    axes = ("fsdp", "cp", "dp") if frame.hybrid_zero_min <= structure["zero"] else ("fsdp", "cp")  # its replicas
+    group = Group("llama3-8b", FRAMEWORK_RECIPES[name], "h100-sxm", axes, structure,
+                  dict(microbatches=False, grad_accum=True, chunks=False, recompute_layers=False, torus=False))
+    layouts = [lay for lay in (draw_layout(rng, group) for _ in range(60)) if lay is not None][:20]
+    with_cp = check_framework_group(group, layouts, frame)
+    assert with_cp >= 5
+    assert checked + with_cp >= 25

@@ -163,7 +163,7 @@ def _params(with_extra):
             yield pytest.param(case, layout, extra, where, id=case, marks=marks)
 
 
-@pytest.mark.parametrize("case, layout, extra, where", _params(with_extra=False))
+@pytest.mark.parametrize("case, layout, extra, where", list(_params(with_extra=False)))
 def test_step_collectives_match_torch(measured, case, layout, extra, where):
     world, ranks = measured
     predicted = tally(predicted_rows(step_collectives(SPEC, CS336, layout(world))))
@@ -173,7 +173,7 @@ def test_step_collectives_match_torch(measured, case, layout, extra, where):
         assert tally(measured_rows(sent)) == predicted, f"rank {rank}, {where}"
 
 
-@pytest.mark.parametrize("case, layout, extra, where", _params(with_extra=True))
+@pytest.mark.parametrize("case, layout, extra, where", list(_params(with_extra=True)))
 def test_torch_issues_exactly_the_documented_extras(measured, case, layout, extra, where):
     """Where the prediction misses, it misses by exactly EXTRA: predicted + extra == torch."""
     world, ranks = measured
@@ -201,6 +201,24 @@ def test_fsdp2_copies_match_torch(measured, case, layout, recipe):
         copies = logs[case]["copies"]
         assert {c["op"] for c in copies} == {"split_with_sizes_copy", "chunk_cat"}, rank
         assert sum(c["read"] + c["written"] for c in copies) == predicted, f"rank {rank}"
+
+
+def test_torchtitan_shards_over_the_data_and_cp_ranks_as_torch_does(measured):
+    """torchtitan with CP: FSDP2 over its (dp_shard, cp) mesh flattened, so --fsdp w/2 --cp 2 under its profile
+    gathers and reduce-scatters over all w ranks, as torch does on that mesh, and sends no CP gradient all-reduce
+    (Point.sharding). The worker runs no CP attention: the ring's sends are left out of the comparison."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.framework import FRAMEWORKS
+
+    world, ranks = measured
+    cost = evaluate_layout(SPEC, RECIPES["fsdp2"], Layout(fsdp=world // 2, cp=2, tokens=T, reshard_after_forward=True),
+                           framework=FRAMEWORKS["torchtitan"])
+    cp_rows = [c for c in cost.collectives if c.axis == "cp"]
+    assert cp_rows and {c.op for c in cp_rows} == {"send/recv"}  # the ring only: no CP gradient reduction
+    predicted = tally(predicted_rows([c for c in cost.collectives if c.axis != "cp"]))
+    assert set().union(*(t["group"] for t in predicted.values())) == {world}  # every one spans the w ranks
+    for rank, logs in enumerate(ranks):
+        assert tally(measured_rows(logs["fsdp2-shard-cp"]["dispatch"])) == predicted, f"rank {rank}"
 
 
 @pytest.mark.parametrize("sp", [False, True], ids=["tp", "sp"])

@@ -100,8 +100,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
     kind = family(*(getattr(point, name) for name in ("dp", "fsdp", "tp", "pp", "cp", "tokens", "microbatches")),
                   shape.width, shape.layers)
     valid = True
-    if framework is not None:  # how the framework reduces gradients (its ZeRO-1 may all-reduce)
-        point = replace(point, zero1_reduce=framework.zero1_reduce)
+    if framework is not None:  # how the framework reduces gradients (its ZeRO-1 may all-reduce; over data x CP)
+        point = replace(point, zero1_reduce=framework.zero1_reduce, cp_in_data=framework.cp_in_data)
     if kind == "number":
         checks.check(shape, point, hardware, recipe)
     elif kind == "numpy":
@@ -145,7 +145,7 @@ def fsdp2_copies(framework, recipe, point, rows):
 
     copies = fsdp2_copy_bytes([row.collective for row in rows], grad_bytes=recipe.compute_bytes,
                               reduce_bytes=framework.reduce_bytes(recipe))
-    return where(fsdp_active(point.zero, point.fsdp), copies, 0)
+    return where(fsdp_active(point.zero, point.sharding.fsdp), copies, 0)
 
 
 def comm_recipe(recipe, framework):

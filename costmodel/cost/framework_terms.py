@@ -23,13 +23,14 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
-    check_runs(framework, point)
+    check_runs(framework, point, experts=shape.moe)
     out = {}
     tokens = exact_div(point.tokens, point.cp)
+    sh = point.sharding  # the data axis's shards (with the framework's CP ranks folded in)
     matmul_bytes = recipe.weight_bytes or recipe.compute_bytes
     if framework.ddp_buckets:
         buckets = ov.ddp_bucket_bytes(params=st.params, grad_comm_bytes=recipe.grad_comm_bytes)
-        out["ddp_buckets"] = where(above_one(point.data), where(equals(point.fsdp, 1), buckets, 0), 0)
+        out["ddp_buckets"] = where(above_one(sh.data), where(equals(sh.fsdp, 1), buckets, 0), 0)
     if framework.sp_gather_buffer and point.sp:
         out["sp_gather_buffer"] = where(above_one(point.tp), ov.sp_gather_buffer_bytes(
             tokens=tokens, hidden=shape.width, act_bytes=recipe.activation_bytes), 0)
@@ -52,12 +53,12 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
                                                   output_params=_output_rows(shape, point, st) * shape.width,
                                                   weight_bytes=recipe.compute_bytes)
     if framework.zero1_gather and point.zero in (1, 2):
-        out["zero1_gather"] = where(above_one(point.fsdp), ov.zero1_gather_bytes(
-            params=st.params, shards=point.fsdp, weight_bytes=matmul_bytes), 0)
+        out["zero1_gather"] = where(above_one(sh.fsdp), ov.zero1_gather_bytes(
+            params=st.params, shards=sh.fsdp, weight_bytes=matmul_bytes), 0)
     if framework.zero_buffers:
-        out.update(zero_buffers(framework, recipe, point, shape, st, output=_output_rows(shape, point, st) * shape.width))
+        out.update(zero_buffers(framework, recipe, sh, shape, st, output=_output_rows(shape, point, st) * shape.width))
     if framework.optimizer_step == "foreach":
-        shards = data.shards("optimizer", recipe, point.zero, point.fsdp)
+        shards = data.shards("optimizer", recipe, point.zero, sh.fsdp)
         out["optimizer_temporaries"] = ov.foreach_optimizer_bytes(
             params=st.params / shards, state_bytes=dtype_bytes(recipe.optimizer_dtype))
     if framework.fsdp_buffers:
@@ -68,7 +69,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
             gather_bytes=recipe.compute_bytes, reduce_bytes=reduce_bytes)
         # inside pipeline stages every unit stays gathered and its gradients accumulate unsharded: the exact
         # accounting's weight copies and unsharded gradients; the reduce-scatters run after backward's activations
-        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, point.fsdp), where(above_one(point.pp), 0, flight), 0)
+        out["fsdp_in_flight"] = where(data.fsdp_active(point.zero, sh.fsdp), where(above_one(point.pp), 0, flight), 0)
     if framework.p2p_buffers:
         out["p2p_buffers"] = where(above_one(point.pp), ov.p2p_buffer_bytes(
             activation_bytes_per_microbatch=pipeline.p2p_bytes(shape, recipe, point)), 0)

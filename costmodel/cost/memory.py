@@ -43,6 +43,7 @@ def state_components(*, params, recipe, zero: int, fsdp, expert_params=0, expert
 
 def weight_copy_kind(recipe, point) -> str:
     """Which unsharded low-precision weights a device keeps until backward (a single layout's)."""
+    point = point.sharding
     if data.fsdp_active(point.zero, point.fsdp) is True:
         kept = not point.reshard_after_forward or data.fsdp_in_pipeline(point)
         return "gathered weights" if kept else "none"
@@ -56,6 +57,7 @@ def weight_copy_bytes(recipe, point, *, params, unsaved, copied=None):
     reshard nothing after a backward (stage.py backward_one_chunk), gathered again by each backward and kept); else
     autocast's saved bf16 copies b_c (P_c - P_unsaved) of the ``copied`` matmul weights (default all ``params``;
     ``unsaved``: the first stage's first matmuls when the stack is fed with data)."""
+    point = point.sharding
     whole = recipe.compute_bytes * params
     gathered = where(data.fsdp_in_pipeline(point), whole, 0) if point.reshard_after_forward else whole
     if recipe.compute_weights == "persistent":
@@ -75,10 +77,10 @@ def components(recipe, point, *, params, activation_bytes, weight_copies, expert
     """All components per device from P (params before data sharding, of which ``expert_params`` routed
     experts), A (activations) and the copies; ``reduce_bytes``: the gradients' reduce dtype (default the
     recipe's grad_comm), which FSDP inside pipeline stages accumulates them in."""
-    out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.fsdp,
+    out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.sharding.fsdp,
                            expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
     if point.zero == 3 and present(point.pp):  # FSDP inside pipeline stages syncs once per step: unsharded until then
-        out["unsharded_grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
+        out["unsharded_grads"] = where(data.fsdp_in_pipeline(point.sharding), mem.pipelined_fsdp_grad_bytes(
             params=params, reduce_bytes=recipe.grad_comm_bytes if reduce_bytes is None else reduce_bytes), 0)
     out["weight_copies"] = weight_copies
     out["activations"] = mem.sharded_activation_bytes_per_device(

@@ -57,6 +57,8 @@ def subgroup_placement(hardware, point, axis: str, ranks) -> Placement:
 
 
 def _placement(hardware, point, axis: str, subgroup) -> Placement:
+    if axis in ("fsdp", "dp", "data"):  # with a framework's CP ranks folded into the shards: one group inside tp
+        point = point.sharding
     expert_axis = axis in ("ep", "etp") or axis.startswith("expert-")
     stop = {"data": "fsdp", "expert-data": "expert-fsdp"}.get(axis, axis)
     if isinstance(point.placement, str):

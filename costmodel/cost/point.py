@@ -55,6 +55,7 @@ class Point:
     tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
     reshard_after_forward: bool = True
     zero1_reduce: str = "reduce-scatter"  # ZeRO-1's gradient reduction (a framework's: nanotron all-reduces)
+    cp_in_data: bool = False  # the data axis shards and reduces over its ranks and the CP ranks together (a framework's)
     moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
     placement: str = DEFAULT_PLACEMENT  # GPUs: the order the axes fill the network, innermost first
     document: int | None = None  # tokens per document when attention is masked to documents (None: the sequence)
@@ -63,7 +64,7 @@ class Point:
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
         values = {f.name: getattr(layout, f.name) for f in fields(cls)
-                  if f.name not in ("microbatches", "split", "zero1_reduce")}
+                  if f.name not in ("microbatches", "split", "zero1_reduce", "cp_in_data")}
         return cls(microbatches=layout.m, split=layout.split or "even", **values)
 
     def symbolic(self) -> "Point":
@@ -82,6 +83,17 @@ class Point:
     def data(self):
         """X: the whole data axis, dp x fsdp."""
         return self.dp * self.fsdp
+
+    @cached_property
+    def sharding(self) -> "Point":
+        """The point the data axis sees. Where the framework shards and reduces over the data and CP ranks together
+        (``cp_in_data``: torchtitan's dp_shard x cp FSDP mesh, Megatron-core's dp x cp gradient buffers and
+        distributed optimizer), the c CP ranks are further shards of it: fsdp x cp shards, placed as one group
+        right outside tp (cp sits directly inside the data axis in both frameworks' meshes), and no CP gradient
+        reduction of their own. Else this point."""
+        if not self.cp_in_data:
+            return self
+        return replace(self, fsdp=self.fsdp * self.cp, cp=1, cp_in_data=False)
 
     @cached_property
     def devices(self):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 
+#: the placement blocks a framework that folds CP into the data axis needs adjacent (cp directly inside data)
+CP_INSIDE_DATA = "cp,data"
+
 #: --recompute's words for its modes, as an error names them
 RECOMPUTE_NAMES = {"every": "every:K", "selective": "selective (Megatron's: the attention core)",
                    "op": "op (torchtitan's per-op policy)"}
@@ -15,8 +18,9 @@ def recompute_flags(modes) -> str:
     return "|".join("every:K" if m == "every" else m for m in modes)
 
 
-def check_runs(framework, point) -> None:
-    """One line for a layout the framework's engine does not run (a single layout; the planner skips them)."""
+def check_runs(framework, point, *, experts: bool = False) -> None:
+    """One line for a layout the framework's engine does not run (a single layout; the planner skips them);
+    ``experts``: the model routes tokens to experts."""
     if framework.recompute_modes is not None and point.recompute not in framework.recompute_modes:
         raise CostModelError(f"--framework {framework.name} recomputes with --recompute "
                              f"{recompute_flags(framework.recompute_modes)}, not "
@@ -25,28 +29,33 @@ def check_runs(framework, point) -> None:
     if rerun and point.checkpoint not in framework.checkpoints:
         raise CostModelError(f"--framework {framework.name} reruns recomputed layers to their end: --checkpoint "
                              f"{'|'.join(framework.checkpoints)}, not {point.checkpoint} (torch's early stop)")
-    if framework.fsdp_over_cp and isinstance(point.cp, int) and point.cp > 1:
-        raise CostModelError(f"--framework {framework.name} shards FSDP over the data and CP ranks together (its "
-                             f"dp_shard x cp mesh), which cost4d does not model: give --cp 1, or --framework exact for "
-                             f"CP ranks that replicate the weights")
+    folded = framework.cp_in_data and isinstance(point.cp, int) and point.cp > 1
+    if folded and CP_INSIDE_DATA not in point.placement:
+        raise CostModelError(f"--framework {framework.name} shards and reduces over the data and CP ranks as one group, "
+                             f"CP directly inside the data axis (its mesh): --placement {point.placement} splits them")
+    if folded and experts:
+        raise CostModelError(f"--framework {framework.name} with --cp {point.cp}: how it shards routed experts over the "
+                             f"data and CP ranks is not modelled (give --cp 1, or --framework exact)")
+    shards = point.sharding.fsdp  # the data axis's shards: with the CP ranks folded in, --fsdp x --cp
+    named = f"--fsdp {point.fsdp} x --cp {point.cp}" if folded else f"--fsdp {point.fsdp}"
     pipelined = isinstance(point.pp, int) and point.pp > 1
     if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
         raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
                              f"{'|'.join(framework.schedules)}, not {point.schedule}")
-    if pipelined and not (isinstance(point.fsdp, int) and point.fsdp == 1):
+    if pipelined and not (isinstance(shards, int) and shards == 1):
         if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
                                  f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
-    sharded = isinstance(point.fsdp, int) and point.fsdp > 1
+    sharded = isinstance(shards, int) and shards > 1
     if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
-        raise CostModelError(f"--framework {framework.name} shards the data axis with ZeRO "
+        raise CostModelError(f"--framework {framework.name} shards the data axis{f' ({named})' if folded else ''} with ZeRO "
                              f"{'/'.join(map(str, framework.zero_stages))} only, not --zero {point.zero} (give --zero "
-                             f"{framework.zero_stages[0]})")
+                             f"{framework.zero_stages[0]}{', or --zero 0 for DDP' if folded else ''})")
     if sharded and point.zero and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
         whole = f"--fsdp {point.dp * point.fsdp} alone"
         if framework.hybrid_zero_min > 3:
             raise CostModelError(f"--framework {framework.name} shards over its one data-parallel group: no --dp "
-                                 f"{point.dp} replicas of --fsdp {point.fsdp} shards (give {whole})")
+                                 f"{point.dp} replicas of {named} shards (give {whole})")
         raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
-                             f"--dp {point.dp} replicas of --fsdp {point.fsdp} shards need --zero "
+                             f"--dp {point.dp} replicas of {named} shards need --zero "
                              f"{framework.hybrid_zero_min} or more (or {whole})")

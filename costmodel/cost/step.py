@@ -232,11 +232,12 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     # without a pipeline only that backward hides it; with one, each stage's reduction also runs under the
     # other stages' drain (taken, as before, as all of backward: the DGXC fit is unchanged by this rule)
     per_step = where(above_one(point.pp), backward_compute, backward_compute / point.micro_steps)
-    every_micro_batch = fsdp_active(point.zero, point.fsdp) if point.zero != 2 else above_one(point.fsdp)  # ZeRO-2 too
+    shards = point.sharding.fsdp  # the data axis's shards (with a framework's CP ranks folded in)
+    every_micro_batch = fsdp_active(point.zero, shards) if point.zero != 2 else above_one(shards)  # ZeRO-2 too
     hidden = where(every_micro_batch, backward_compute, per_step)
     # FSDP inside pipeline stages reduces once, after the stage's last backward (perform_reduce_grad): no compute
     # left to hide those reductions behind
-    tail = where(fsdp_in_pipeline(point), sum((row.seconds for row in timed if row.collective.phase == "backward"
+    tail = where(fsdp_in_pipeline(point.sharding), sum((row.seconds for row in timed if row.collective.phase == "backward"
                                                and row.collective.axis in ("fsdp", "dp")
                                                and row.collective.op != "all-gather"), 0), 0)
     exposed = fs.exposed_seconds(comm=by_axis["data"] - tail, hidden_behind=hidden, overlap=overlap) + tail

@@ -104,7 +104,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
     by = (f", framework {literal(cost.framework.name)}: gradients in {payload['gradient_dtype']}"
           if cost.framework is not None else "")
     t = table(f"{literal(cost.shape.name)} on {literal(hardware.name)}: collectives per step "
-              f"({layout_text(layout)}{by})",
+              f"({layout_text(layout, cost.point.cp_in_data)}{by})",
               "axis", "collective", "what (pass)", ">n", ">calls", ">S per call", ">sent", "level", ">ms")
     for r in rows:
         c = r.collective

@@ -81,10 +81,13 @@ def table(title: str, *columns: str):
     return Table(title, *columns)
 
 
-def layout_text(layout) -> str:
+def layout_text(layout, cp_in_data: bool = False) -> str:
+    """The layout in a few words; ``cp_in_data``: the framework shards the data axis over its CP ranks too."""
     parts = [f"{axis}={getattr(layout, axis)}" for axis in ("dp", "fsdp", "tp", "pp", "cp", "ep")
              if getattr(layout, axis) > 1]
-    if layout.fsdp > 1:
+    if cp_in_data and layout.cp > 1 and layout.zero:
+        parts.append(f"ZeRO-{layout.zero} over fsdp x cp = {layout.fsdp * layout.cp} shards")
+    elif layout.fsdp > 1:
         parts.append(f"ZeRO-{layout.zero}")
     if layout.mx > 1 or layout.my > 1:  # TPU: torus axes of the data and TP axes
         parts.append(f"M_X={layout.mx} M_Y={layout.my}")

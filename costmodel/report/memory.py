@@ -120,7 +120,7 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     top = cost.heaviest
     active = f" ({cost.shape.active_params():,} active per token)" if cost.shape.moe else ""
     out.print(f"[bold]{literal(cost.shape.name)}[/]: {cost.params:,} parameters{active}; recipe [bold]{literal(cost.recipe.name)}[/] "
-              f"({literal(cost.recipe.description)}); layout: {layout_text(layout)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
+              f"({literal(cost.recipe.description)}); layout: {layout_text(layout, cost.point.cp_in_data)}; {layout.tokens:,} tokens per micro-batch (--tokens)")
     kind = data["weight_copies"]
     t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")
     for name, value in top.components.items():

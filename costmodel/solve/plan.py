@@ -19,6 +19,7 @@ import itertools
 import time
 from dataclasses import field, replace
 
+from costmodel.cost.runs import CP_INSIDE_DATA
 from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
@@ -106,6 +107,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         m for m in framework.recompute_modes if m != "every")  # every:K: not searched
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
+    cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, CP_KINDS,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
@@ -115,8 +117,9 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
-        if framework is not None and framework.fsdp_over_cp:
-            keep &= cp == 1  # FSDP over the data and CP ranks together: not modelled
+        if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its
+            # routed experts' sharding over both is not modelled (cost/runs.py check_runs)
+            keep &= (cp == 1) | (cp_inside_data[order.astype(int)] & (not shape.moe))
         if zero < 3 and 3 in stages:
             keep &= fsdp > 1  # without shards the ZeRO stage changes nothing: ZeRO-3's group has them
         if framework is not None and zero > framework.pipeline_zero_max:

@@ -54,10 +54,10 @@ class Framework(Spec):
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
     recompute_modes: list[Literal["none", "selective", "full", "every", "op"]] | None = field(
         None, description="the --recompute policies it runs (None: any); plan searches these")
-    fsdp_over_cp: bool = field(
-        False, description="FSDP shards over the data and CP ranks together (torchtitan's dp_shard_cp mesh: state "
-        "sharded dp_shard x cp ways, gradients reduce-scattered over both), which cost4d does not model: --cp > 1 "
-        "is refused")
+    cp_in_data: bool = field(
+        False, description="the data axis shards and reduces over its ranks and the CP ranks together (torchtitan's "
+        "dp_shard x cp FSDP mesh; Megatron-core's dp x cp gradient buffers and distributed optimizer): state is "
+        "sharded --fsdp x --cp ways and no separate CP gradient all-reduce runs")
     checkpoints: list[Literal["reentrant", "non-reentrant"]] | None = field(
         None, description="how far its recomputation reruns (--checkpoint; None: either): reentrant to the layer's "
         "end, non-reentrant with torch's early stop")
@@ -202,6 +202,9 @@ FRAMEWORKS: dict[str, Framework] = {
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
             recompute_modes=["none", "selective", "full"],  # --recompute-granularity full|selective (arguments.py)
+            # core/distributed/distributed_data_parallel.py: dense parameters' gradient buffers, and the
+            # distributed optimizer's shards, over intra_dp_cp_group (data_parallel_group with_context_parallel)
+            cp_in_data=True,
             checkpoints=["reentrant"],  # megatron/core/tensor_parallel/random.py CheckpointFunction: the forward again
             reduce_dtype="fp32",  # bf16 training reduces the fp32 grad buffer unless --grad-reduce-in-bf16
             data_overlap_source="Megatron-core's DistributedDataParallelConfig: overlap_grad_reduce and "
@@ -211,7 +214,8 @@ FRAMEWORKS: dict[str, Framework] = {
             "param_and_grad_buffer.py L1181-1195, L513-526, L710-724 (buffers, in-place collectives); "
             "core/tensor_parallel/cross_entropy.py L25-77; core/utils.py L727-753 (global memory buffer); "
             "core/transformer/transformer_block.py L147-159 (uniform split); NVIDIA/Megatron-LM@00119989 "
-            "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False); "
+            "core/distributed/distributed_data_parallel_config.py (overlap_grad_reduce, overlap_param_gather: False), "
+            "core/distributed/distributed_data_parallel.py (buffers over intra_dp_cp_group: data x CP); "
             "NVIDIA/Megatron-LM@000c4ac2 megatron/training/arguments.py --recompute-granularity (choices full, "
             "selective) and validate_args, 'if args.bf16:' ('bfloat16 "
             "requires gradient accumulation and all-reduce to be done in fp32': accumulate_allreduce_grads_in_fp32 "
@@ -259,7 +263,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "\"op\"): give --recompute op",
             # activation_checkpoint.mode none | full | selective with selective_ac_option "op" or a layer frequency K
             recompute_modes=["none", "full", "every", "op"],
-            fsdp_over_cp=True,  # distributed/parallel_dims.py: the FSDP mesh is dp_shard x cp ("dp_shard_cp")
+            cp_in_data=True,  # parallelize.py applies fully_shard over the flattened "dp_shard_cp" mesh
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "
