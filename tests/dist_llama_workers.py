@@ -232,6 +232,21 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
     original = type(stage).perform_reduce_grad
     type(stage).perform_reduce_grad = probe(original)
     opt = torch.optim.AdamW(stage_module.parameters(), lr=1e-3)
+    accumulated = []  # FSDP2's accumulation of unsharded gradients between micro-batches: bytes read and written
+    fsdp_param_type = type(stage_module._get_fsdp_state()._fsdp_param_groups[0].fsdp_params[0])
+
+    def logged_accumulation(method, kind):
+        def logged(self):
+            acc, grad = self.unsharded_accumulated_grad, self._unsharded_param.grad
+            method(self)
+            if kind == "cast" and self.unsharded_accumulated_grad is not acc:  # the first micro-batch's, upcast
+                accumulated.append({"op": kind, "read": grad.nbytes, "written": self.unsharded_accumulated_grad.nbytes})
+            elif kind == "add" and acc is not None and grad is not None and self._unsharded_param.grad is None:
+                accumulated.append({"op": kind, "read": acc.nbytes + grad.nbytes, "written": acc.nbytes})
+        return logged
+
+    methods = {"to_accumulated_grad_if_needed": "cast", "accumulate_unsharded_grad_if_needed": "add"}
+    saved = {name: getattr(fsdp_param_type, name) for name in methods}
 
     def step():
         opt.zero_grad()
@@ -241,10 +256,19 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
             sched.step(target=torch.zeros(tokens.shape[0]))
         opt.step()
 
-    log = second_step_logged(step, DispatchLog())
+    step()  # the first step sets up the p2p links and exchanges shapes
+    dist.barrier()
+    for name, kind in methods.items():
+        setattr(fsdp_param_type, name, logged_accumulation(saved[name], kind))
+    log = DispatchLog()
+    with log:
+        log.phase = "step"
+        step()
+    for name in methods:
+        setattr(fsdp_param_type, name, saved[name])
     type(stage).perform_reduce_grad = original
     return {"dispatch": [r for r in log.records if r["op"] in ("all-gather", "reduce-scatter")], "stage": stage_index,
-            **held}
+            "copies": log.copies, "accumulated": accumulated, **held}
 
 
 #: dispatcher op -> the direction-free kind the test sees

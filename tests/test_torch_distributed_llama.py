@@ -283,6 +283,34 @@ def test_fsdp_under_a_pipeline_matches_torch(measured, reshard):
         assert measured == predicted, f"rank {rank}, stage {run['stage']}"
 
 
+@pytest.mark.parametrize("measured", [4], indirect=True, ids=["4ranks"])
+@pytest.mark.parametrize("reshard", [False, True], ids=["keep", "reshard"])
+def test_fsdp2_copies_and_accumulation_under_a_pipeline_match_torch(measured, reshard):
+    """FSDP2 inside torch's pipeline stages with torchtitan's policy (bf16 gathers, fp32 reduce), each stage on its
+    (world / 2) shards: every gather's copy-out (M + 1 per block when resharded), the first micro-batch's gradients
+    cast to fp32 (read 2, write 4 B per element), each later one added into that accumulator (read 4 + 2, write 4),
+    and each unit's reduce-scatter copy-in reading the fp32 accumulator (read 4, write 4): byte for byte the HBM
+    traffic cost4d prices (cost/memory_bound.fsdp2_copy_bytes, pipelined). Four ranks: on two, each stage is one
+    shard, where torchtitan applies no FSDP and cost4d lists none."""
+    from costmodel.cost.collectives import stage_collectives
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.cost.memory_bound import fsdp2_copy_bytes
+    from costmodel.parallel.data import fsdp_in_pipeline
+
+    world, ranks = measured
+    recipe = RECIPES["fsdp2"]
+    layout = Layout(pp=2, fsdp=world // 2, zero=3, microbatches=M, tokens=PP_TOKENS, reshard_after_forward=reshard)
+    cost = evaluate_layout(PP_SPEC, recipe, layout)
+    assert fsdp_in_pipeline(cost.point) is True
+    for rank, logs in enumerate(ranks):
+        run = logs["pp-fsdp-reshard" if reshard else "pp-fsdp-keep"]
+        rows = stage_collectives(cost.shape, recipe, cost.point, cost.stages[run["stage"]].stage)
+        predicted = fsdp2_copy_bytes(rows, grad_bytes=2, reduce_bytes=4, pipelined=True, microbatches=M)
+        assert {c["op"] for c in run["accumulated"]} == {"cast", "add"}
+        measured_bytes = sum(c["read"] + c["written"] for c in run["copies"] + run["accumulated"])
+        assert measured_bytes == predicted, f"rank {rank}, stage {run['stage']}"
+
+
 @pytest.mark.parametrize("reshard", [False, True], ids=["keep", "reshard"])
 def test_fsdp_under_a_pipeline_holds_what_torch_holds(measured, reshard):
     """Just before a stage's one gradient sync (perform_reduce_grad), torch holds its gradients unsharded in the

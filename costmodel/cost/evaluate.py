@@ -134,18 +134,20 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
 
 
 def fsdp2_copies(framework, recipe, point, rows):
-    """HBM bytes per step of FSDP2's copies on the compute stream (cost/memory_bound.fsdp2_copy_bytes), where the
-    framework runs FSDP2 (its gathered-block buffers: torchtitan) and the data axis shards weights (ZeRO-3); else 0.
+    """HBM bytes per step of FSDP2's copies on the compute stream (cost/memory_bound.fsdp2_copy_bytes; inside pipeline
+    stages its accumulation of unsharded gradients too), where the framework runs FSDP2 (its gathered-block buffers: torchtitan) and the data axis shards weights (ZeRO-3); else 0.
     The exact accounting names no framework: XLA's FSDP (MaxText, among the DGXC runs its step fraction is fitted on)
     and DeepSpeed's ZeRO-3 make no such copies."""
     if framework is None or not framework.fsdp_buffers or point.zero != 3:
         return 0
     from costmodel.cost.memory_bound import fsdp2_copy_bytes
-    from costmodel.parallel.data import fsdp_active
+    from costmodel.parallel.data import fsdp_active, fsdp_in_pipeline
 
+    sharding = point.sharding
     copies = fsdp2_copy_bytes([row.collective for row in rows], grad_bytes=recipe.compute_bytes,
-                              reduce_bytes=framework.reduce_bytes(recipe))
-    return where(fsdp_active(point.zero, point.sharding.fsdp), copies, 0)
+                              reduce_bytes=framework.reduce_bytes(recipe), pipelined=fsdp_in_pipeline(sharding),
+                              microbatches=point.microbatches)
+    return where(fsdp_active(point.zero, sharding.fsdp), copies, 0)
 
 
 def comm_recipe(recipe, framework):

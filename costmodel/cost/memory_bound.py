@@ -42,11 +42,13 @@ def recompute_split(of_layer, shape, point, layers, act_bytes, *args):
     return plain * layers + (of_layer(shape, point, act_bytes, *args, reruns=1) - plain) * again
 
 
-def fsdp2_copy_bytes(collectives, *, grad_bytes, reduce_bytes) -> object:
+def fsdp2_copy_bytes(collectives, *, grad_bytes, reduce_bytes, pipelined=False, microbatches=1) -> object:
     """HBM bytes per step that FSDP2's copies move on the compute stream, from the step's FSDP (ZeRO-3)
     ``collectives`` (parallel/collective.Collective): each all-gather's copy-out, each reduce-scatter's copy-in from ``grad_bytes``
-    gradients (the compute dtype) into ``reduce_bytes`` elements. The sharded parameters' cast and copy-in before a gather and the shard's
-    accumulation after a reduce-scatter run on FSDP2's own streams, off the critical path."""
+    gradients (the compute dtype) into ``reduce_bytes`` elements. Inside pipeline stages (``pipelined``: a bool, or
+    per element for arrays) each reduce-scatter's gradients were accumulated unsharded in the reduce dtype over the
+    ``microbatches`` before it, and its copy-in reads that accumulator. The sharded parameters' cast and copy-in before a
+    gather and the shard's accumulation after a reduce-scatter run on FSDP2's own streams, off the critical path."""
     total = 0
     for c in collectives:
         if c.axis != "fsdp":  # FSDP's units only (HSDP's replicas all-reduce the shard in place)
@@ -54,8 +56,16 @@ def fsdp2_copy_bytes(collectives, *, grad_bytes, reduce_bytes) -> object:
         if c.op == "all-gather":
             total = total + c.calls * mb.fsdp_copy_out_bytes(gathered_bytes=c.buffer_bytes)
         elif c.op == "reduce-scatter":
-            total = total + c.calls * mb.fsdp_reduce_copy_in_bytes(scatter_bytes=c.buffer_bytes, grad_bytes=grad_bytes,
-                                                                   reduce_bytes=reduce_bytes)
+            direct = mb.fsdp_reduce_copy_in_bytes(scatter_bytes=c.buffer_bytes, grad_bytes=grad_bytes,
+                                                  reduce_bytes=reduce_bytes)
+            if pipelined is not False:
+                accumulated = mb.fsdp_reduce_copy_in_bytes(
+                    scatter_bytes=c.buffer_bytes, grad_bytes=reduce_bytes, reduce_bytes=reduce_bytes) + \
+                    mb.fsdp_accumulate_bytes(grad_elements=c.buffer_bytes / reduce_bytes, grad_bytes=grad_bytes,
+                                             reduce_bytes=reduce_bytes, microbatches=microbatches,
+                                             upcast=grad_bytes != reduce_bytes)
+                direct = where(pipelined, accumulated, direct)
+            total = total + c.calls * direct
     return total
 
 

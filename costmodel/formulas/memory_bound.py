@@ -206,6 +206,19 @@ def fsdp_reduce_copy_in_bytes(*, scatter_bytes, grad_bytes, reduce_bytes):
     return scatter_bytes * (1 + grad_bytes / reduce_bytes)
 
 
+def fsdp_accumulate_bytes(*, grad_elements, grad_bytes, reduce_bytes, microbatches, upcast: bool):
+    """Inside torch's pipeline stages FSDP2 keeps a unit's unsharded gradients from micro-batch to micro-batch until
+    the stage's last backward, in the reduce dtype: where that differs from the gradients' (``upcast``), the first
+    micro-batch's are cast to it (read b_g, write b_r per element); each later one is added in (read b_r + b_g, write
+    b_r; in the gradients' own dtype autograd's accumulation does the same), E (b_g + b_r) [upcast] + (m - 1) E (b_g +
+    2 b_r) for a unit of E elements over m micro-batches, on the compute stream. Source: torch 2.13
+    distributed/fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed,
+    called from _fsdp_param_group.py post_backward while reduce_grads is off (pipelining/stage.py
+    backward_one_chunk); measured in tests/test_torch_distributed_llama.py."""
+    first = grad_elements * (grad_bytes + reduce_bytes) if upcast else 0
+    return first + (microbatches - 1) * grad_elements * (grad_bytes + 2 * reduce_bytes)
+
+
 def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):
     """Memory-bound time: bytes over the bandwidth such kernels achieve, W_HBM x e_HBM."""
     return hbm_bytes / (hbm_bandwidth * efficiency)
