@@ -79,16 +79,43 @@ def test_megatron_distributed_optimizer_over_data_and_cp():
 
 
 @pytest.mark.parametrize("framework, flags, says", [
+    ("torchtitan", ["--cp", "2", "--zero", "0", "--hardware", "h100-sxm"], "error: --framework torchtitan shards its "
+     "data axis (--fsdp 1 x --cp 2) with FSDP whenever it has shards: give --zero 3 (DDP runs over --dp replicas "
+     "alone)"),
+    ("torchtitan", ["--fsdp", "8", "--zero", "0", "--hardware", "h100-sxm"], "error: --framework torchtitan shards "
+     "its data axis (--fsdp 8) with FSDP whenever it has shards: give --zero 3 (DDP runs over --dp replicas alone)"),
+    ("torchtitan", ["--cp", "2", "--zero", "1", "--hardware", "h100-sxm"], "error: --framework torchtitan shards the "
+     "data axis (--fsdp 1 x --cp 2) with ZeRO 3 only, not --zero 1 (give --zero 3)"),
+    ("torchtitan", ["--cp", "2", "--cp-kind", "a2a", "--hardware", "h100-sxm"], "error: --framework torchtitan runs "
+     "context parallelism as --cp-kind ring, not a2a"),
     ("megatron", ["--cp", "2", "--hardware", "h100-sxm"], "error: --framework megatron shards the data axis (--fsdp 1 x --cp 2) with ZeRO 1 "
      "only, not --zero 3 (give --zero 1, or --zero 0 for DDP)"),
     ("torchtitan", ["--cp", "2", "--fsdp", "4", "--hardware", "h100-sxm", "--placement", "tp,data,cp,pp"], "error: --framework torchtitan "
-     "shards and reduces over the data and CP ranks as one group, CP directly inside the data axis (its mesh): "
-     "--placement tp,data,cp,pp splits them"),
+     "shards and reduces over the data and CP ranks as one group, modelled with CP directly inside the data axis (its "
+     "default mesh), not --placement tp,data,cp,pp"),
 ])
 def test_what_the_folded_frameworks_refuse_is_one_line(framework, flags, says):
     out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--tokens", "8192",
                           "--framework", framework, *flags], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == says
+
+
+def test_solve_fsdp_answers_one_where_the_cp_ranks_already_shard_enough():
+    """torchtitan at --cp 4 shards the state 4 ways with --fsdp 1: if that fits, N_FSDP = 1 (the search tries N = 1
+    first), and the line says each device holds 1/(N x 4)."""
+    from costmodel.solve.fsdp import memory_at, solve_fsdp
+
+    frame, recipe = FRAMEWORKS["torchtitan"], load_recipe("fsdp2")
+    layout = Layout(tokens=8192, cp=4, fsdp=2)
+    limit = H100.hbm.usable_bytes
+    assert memory_at(LLAMA, recipe, layout, 1, frame) < limit
+    assert solve_fsdp(LLAMA, recipe, layout, limit, frame).n_fsdp == 1
+    tight = memory_at(LLAMA, recipe, layout, 1, frame) - 1  # N = 1 just over: the search goes on to N >= 2
+    assert solve_fsdp(LLAMA, recipe, layout, tight, frame).n_fsdp >= 2
+    out = subprocess.run([sys.executable, "-m", "costmodel", "solve", "fsdp", "--model", "llama3-8b", "--tokens", "8192",
+                          "--framework", "torchtitan", "--cp", "4", "--hardware", "h100-sxm"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "N_FSDP = 1" in out.stdout and "1/(N x 4)" in " ".join(out.stdout.split())
 
 
 def test_routed_experts_with_folded_cp_are_refused():
@@ -112,7 +139,7 @@ def test_plan_searches_cp_for_torchtitan_and_its_rows_reproduce():
     frame, recipe = FRAMEWORKS["torchtitan"], load_recipe("fsdp2")
     found = plan(LLAMA, recipe, H100, devices=16, global_tokens=2**20, seq=32768, framework=frame, top=10_000)
     with_cp = [p for p in found.best if p.layout["cp"] > 1]
-    assert with_cp and all("cp,data" in p.layout["placement"] for p in with_cp)
+    assert with_cp and all("cp,data" in p.layout["placement"] and p.layout["cp_kind"] == "ring" for p in with_cp)
     for p in with_cp[:5]:
         cost = evaluate_layout(LLAMA, recipe, Layout(**p.layout), H100, framework=frame)
         assert p.memory_bytes == pytest.approx(cost.memory_bytes, rel=1e-9)

@@ -107,7 +107,8 @@ def plan(
                 for p in result.best]
     reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
     details = [_details(spec, rec, device, p, frame, precision, kernels) for p in result.best]
-    report(result, commands, header, reason=reason, as_json=as_json, details=details)
+    report(result, commands, header, reason=reason, as_json=as_json, details=details,
+           cp_in_data=frame is not None and frame.cp_in_data)
     if plot is not None:
         from costmodel.report.plot import plan_cloud
 

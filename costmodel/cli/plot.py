@@ -179,7 +179,7 @@ def roofline_cmd(
                              attention_kernel=attention_kernel)
     spec = cost.shape
     placed = place(cost, device)
-    roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout)}, {layout.tokens:,} tokens per micro-batch"
+    roofline(placed, f"{spec.name} on {device.name}: {layout_text(layout, cost.point.cp_in_data)}, {layout.tokens:,} tokens per micro-batch"
              f", m = {layout.m}; recipe {cost.recipe.name}", out)
     slowest = min(placed.marks, key=lambda m: m.flops_per_s)
     _done(as_json, out, "roofline", f"{spec.name} on {device.name}: the step at {placed.step_flops_per_s / 1e12:,.0f} "
@@ -278,4 +278,5 @@ def _described(layout, frame) -> str:
     from costmodel.report.common import layout_text
     from costmodel.specs.load import profile_name
 
-    return f"{layout_text(layout)}; {layout.tokens:,} tokens per micro-batch; framework {profile_name(frame)}"
+    folded = frame is not None and frame.cp_in_data
+    return f"{layout_text(layout, folded)}; {layout.tokens:,} tokens per micro-batch; framework {profile_name(frame)}"

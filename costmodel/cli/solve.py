@@ -103,6 +103,8 @@ def solve_fsdp_cmd(
                    + (f"N = {answer.threshold:.0f} does not fit " if answer.threshold > 1 else
                       f"{answer.n_fsdp} is the fewest shards ")
                    + ("(N as the expert axis admits) " if layout.ep > 1 else "")
+                   + (f"(each device holds 1/(N x {layout.cp}) of the sharded state: {profile_name(frame)} shards over "
+                      f"the CP ranks too) " if frame.cp_in_data and layout.cp > 1 else "")
                    + f"(searched: a maximum over phases is not a + b/N)  ->  N_FSDP = {answer.n_fsdp}")
         return
     say(f"{spec.name}, recipe {rec.name}: M(N) = {answer.replicated_bytes:,.0f} + "

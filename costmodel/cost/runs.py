@@ -18,6 +18,11 @@ def recompute_flags(modes) -> str:
     return "|".join("every:K" if m == "every" else m for m in modes)
 
 
+def named_shards(point, folded: bool) -> str:
+    """The data axis's shards as the flags give them: --fsdp N, or --fsdp N x --cp c where CP is folded in."""
+    return f"--fsdp {point.fsdp} x --cp {point.cp}" if folded else f"--fsdp {point.fsdp}"
+
+
 def check_runs(framework, point, *, experts: bool = False) -> None:
     """One line for a layout the framework's engine does not run (a single layout; the planner skips them);
     ``experts``: the model routes tokens to experts."""
@@ -32,12 +37,22 @@ def check_runs(framework, point, *, experts: bool = False) -> None:
     folded = framework.cp_in_data and isinstance(point.cp, int) and point.cp > 1
     if folded and CP_INSIDE_DATA not in point.placement:
         raise CostModelError(f"--framework {framework.name} shards and reduces over the data and CP ranks as one group, "
-                             f"CP directly inside the data axis (its mesh): --placement {point.placement} splits them")
+                             f"modelled with CP directly inside the data axis (its default mesh), not --placement "
+                             f"{point.placement}")
+    shards = point.sharding.fsdp  # the data axis's shards: with the CP ranks folded in, --fsdp x --cp
+    named = named_shards(point, folded)
+    sharded = isinstance(shards, int) and shards > 1
+    only_fsdp = framework.zero_stages == [3]  # its data shards are always FSDP's; its DDP runs over replicas alone
+    if only_fsdp and point.zero == 0 and sharded:
+        raise CostModelError(f"--framework {framework.name} shards its data axis ({named}) with FSDP whenever it has "
+                             f"shards: give --zero 3 (DDP runs over --dp replicas alone)")
+    if framework.cp_kinds is not None and isinstance(point.cp, int) and point.cp > 1 and \
+            point.cp_kind not in framework.cp_kinds:
+        raise CostModelError(f"--framework {framework.name} runs context parallelism as --cp-kind "
+                             f"{'|'.join(framework.cp_kinds)}, not {point.cp_kind}")
     if folded and experts:
         raise CostModelError(f"--framework {framework.name} with --cp {point.cp}: how it shards routed experts over the "
                              f"data and CP ranks is not modelled (give --cp 1, or --framework exact)")
-    shards = point.sharding.fsdp  # the data axis's shards: with the CP ranks folded in, --fsdp x --cp
-    named = f"--fsdp {point.fsdp} x --cp {point.cp}" if folded else f"--fsdp {point.fsdp}"
     pipelined = isinstance(point.pp, int) and point.pp > 1
     if pipelined and framework.schedules is not None and point.schedule not in framework.schedules:
         raise CostModelError(f"--framework {framework.name}: its pipeline engine runs --schedule "
@@ -46,11 +61,10 @@ def check_runs(framework, point, *, experts: bool = False) -> None:
         if point.zero > framework.pipeline_zero_max:  # ZeRO runs over the data shards (--fsdp) only
             raise CostModelError(f"--framework {framework.name}: its pipeline engine runs ZeRO stage "
                                  f"{framework.pipeline_zero_max} at most, not --zero {point.zero} with --pp {point.pp}")
-    sharded = isinstance(shards, int) and shards > 1
     if sharded and point.zero and framework.zero_stages is not None and point.zero not in framework.zero_stages:
         raise CostModelError(f"--framework {framework.name} shards the data axis{f' ({named})' if folded else ''} with ZeRO "
                              f"{'/'.join(map(str, framework.zero_stages))} only, not --zero {point.zero} (give --zero "
-                             f"{framework.zero_stages[0]}{', or --zero 0 for DDP' if folded else ''})")
+                             f"{framework.zero_stages[0]}{', or --zero 0 for DDP' if folded and not only_fsdp else ''})")
     if sharded and point.zero and isinstance(point.dp, int) and point.dp > 1 and point.zero < framework.hybrid_zero_min:
         whole = f"--fsdp {point.dp * point.fsdp} alone"
         if framework.hybrid_zero_min > 3:

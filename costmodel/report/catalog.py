@@ -113,6 +113,7 @@ def frameworks(as_json: bool) -> None:
         named += [f"recompute {recompute_flags(f['recompute_modes']).replace('|', '/')}"] if f["recompute_modes"] else []
         named += [f"--checkpoint {'/'.join(f['checkpoints'])}"] if f["checkpoints"] else []
         named += ["shards over data x CP"] if f["cp_in_data"] else []
+        named += [f"CP {'/'.join(f['cp_kinds'])}"] if f["cp_kinds"] else []
         fitted = (f"memory: a = {f['activation_factor']:g}, r = {f['reserve_bytes'] / 2**30:.2f} GiB"
                   if f["fitted_on"] else "-")
         if f["time"]:

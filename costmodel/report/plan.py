@@ -7,11 +7,11 @@ from costmodel.report.memory import VERDICTS
 from costmodel.report.tables import command_lines, literal
 
 
-def _layout_text(layout: dict) -> str:
+def _layout_text(layout: dict, cp_in_data: bool = False) -> str:
     """The axes as every report names them (common.layout_text), then what the search varies beyond them."""
     from costmodel.specs.layout import Layout
 
-    parts = [layout_text(Layout(**layout))]
+    parts = [layout_text(Layout(**layout), cp_in_data)]
     if layout["pp"] > 1:
         parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
                      + f" m={layout['microbatches']}")
@@ -45,7 +45,9 @@ def _phase_mark(phase: str) -> str:
     return {"optimizer step": " (step)", "gradient sync": " (sync)"}.get(phase, "")
 
 
-def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool, details=None) -> None:
+def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool, details=None,
+         cp_in_data: bool = False) -> None:
+    """The best layouts as a table (or JSON); ``cp_in_data``: the framework shards over the CP ranks too."""
     data = payload(result, commands, header, details)
     if as_json:
         emit_json({**data, "why": reason})
@@ -62,7 +64,7 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
                   + _phase_mark(row["peak_phase"])) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
                   f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
-                  f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"]))
+                  f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"], cp_in_data))
     out.print(t)
     if any(row.get("memory_verdict") == "tight" for row in data["layouts"]):
         out.print("may not fit: the predicted peak fits, but the framework's fitted band reaches past the HBM; "

@@ -115,7 +115,8 @@ def admissible(model, layout: Layout, most: int) -> tuple[int, object]:
 
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
     """Bisection over the admissible N (:func:`admissible`) from 2 to as many as the device bound leaves (the
-    framework's peak is non-increasing in N)."""
+    framework's peak is non-increasing in N); N = 1 first where the framework shards over the CP ranks too
+    (``cp_in_data``), which then holds 1/c of the sharded state already."""
     from costmodel.inputs.bounds import DEVICES
 
     count, shards = admissible(model, layout, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp))
@@ -130,6 +131,10 @@ def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework
     most = shards(count - 1)
     if floor >= limit_bytes:
         return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True, most=most)
+    if framework.cp_in_data and layout.cp > 1 and layout.ep == 1:  # N = 1 already shards over the c CP ranks
+        one = memory_at(model, recipe, layout, 1, framework)
+        if one < limit_bytes:
+            return FsdpAnswer(1, 0.0, floor, one - floor, limit_bytes, None, searched=True, most=most)
     low, high = -1, count - 1  # need(high) < limit; nothing at or below low fits
     while high - low > 1:
         mid = (low + high) // 2

@@ -117,6 +117,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
             keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
         if cp_kind == "a2a":
             keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
+        if framework is not None and framework.cp_kinds is not None and cp_kind not in framework.cp_kinds:
+            keep &= cp == 1  # nor a CP kind the framework does not run
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its
             # routed experts' sharding over both is not modelled (cost/runs.py check_runs)
             keep &= (cp == 1) | (cp_inside_data[order.astype(int)] & (not shape.moe))
