@@ -271,6 +271,32 @@ def pp_fsdp_step(spec, tokens, *, microbatches, reshard):
             "copies": log.copies, "accumulated": accumulated, **held}
 
 
+def cp_attention(spec, tokens, *, method):
+    """Torch's ring attention (what torchtitan's context_parallel runs around SDPA) over all ranks as one CP group:
+    one causal attention call's forward and backward on each rank's tokens / world share, Q and K, V with every
+    query head (torchtitan repeats K, V to them before SDPA), bf16, K, V rotated by ``method`` (its
+    context_parallel_rotate_method). CPU's flash kernels stand in for CUDA's (same arguments)."""
+    from torch.distributed.tensor.experimental._context_parallel import _attention as ring
+
+    batch, seq = tokens.shape
+    shape = (batch, spec.heads, seq // dist.get_world_size(), spec.head_dim)
+    q, k, v = (torch.randn(shape, dtype=torch.bfloat16) for _ in range(3))
+    before = ring._cp_options.rotate_method
+    ring._cp_options.rotate_method = {"allgather": ring._RotateMethod.ALL_GATHER,
+                                      "alltoall": ring._RotateMethod.ALL_TO_ALL}[method]
+    forward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    log = DispatchLog()
+    with log:
+        log.phase = "forward"
+        out, lse, *_ = ring._templated_ring_attention(dist.group.WORLD, 2, forward, q, k, v, is_causal=True)
+        log.phase = "backward"
+        ring._templated_ring_attention_backward(dist.group.WORLD, 2, backward, torch.ones_like(out), "grad_out", q, k,
+                                                v, out, lse, is_causal=True, dropout_p=0.0)
+    ring._cp_options.rotate_method = before
+    return {"dispatch": log.records}
+
+
 #: dispatcher op -> the direction-free kind the test sees
 P2P_OPS = {"c10d.send": "send", "c10d.recv_": "recv"}
 
@@ -348,6 +374,8 @@ CASES = {
     # what one torchtitan block keeps under the op policy, TP (and SP) over the ranks
     "op-kept-tp": (op_kept, {"sp": False}),
     "op-kept-sp": (op_kept, {"sp": True}),
+    "cp-allgather": (cp_attention, {"method": "allgather"}),  # torchtitan's default rotate method
+    "cp-alltoall": (cp_attention, {"method": "alltoall"}),
     "pp-fsdp-keep": (pp_fsdp_step, {"reshard": False}),  # torchtitan's reshard_after_forward under PP
     "pp-fsdp-reshard": (pp_fsdp_step, {"reshard": True}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),

@@ -65,6 +65,7 @@ DISPATCH_OPS = {
     "_c10d_functional.reduce_scatter_tensor": ("reduce-scatter", 0, "out"),
     "_c10d_functional.all_reduce": ("all-reduce", 0, "out"),
     "_c10d_functional.all_reduce_": ("all-reduce", 0, 0),
+    "_c10d_functional.all_to_all_single": ("all-to-all", 0, "out"),  # torch's ring attention passes K, V on with it
 }
 
 # Python entry points FSDP2 / DTensor call, by module (those missing in this torch are skipped)

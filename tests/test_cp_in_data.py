@@ -87,7 +87,7 @@ def test_megatron_distributed_optimizer_over_data_and_cp():
     ("torchtitan", ["--cp", "2", "--zero", "1", "--hardware", "h100-sxm"], "error: --framework torchtitan shards the "
      "data axis (--fsdp 1 x --cp 2) with ZeRO 3 only, not --zero 1 (give --zero 3)"),
     ("torchtitan", ["--cp", "2", "--cp-kind", "a2a", "--hardware", "h100-sxm"], "error: --framework torchtitan runs "
-     "context parallelism as --cp-kind ring, not a2a"),
+     "context parallelism as --cp-kind allgather|alltoall, not a2a"),
     ("megatron", ["--cp", "2", "--hardware", "h100-sxm"], "error: --framework megatron shards the data axis (--fsdp 1 x --cp 2) with ZeRO 1 "
      "only, not --zero 3 (give --zero 1, or --zero 0 for DDP)"),
     ("torchtitan", ["--cp", "2", "--fsdp", "4", "--hardware", "h100-sxm", "--placement", "tp,data,cp,pp"], "error: --framework torchtitan "
@@ -118,6 +118,16 @@ def test_solve_fsdp_answers_one_where_the_cp_ranks_already_shard_enough():
     assert out.returncode == 0 and "N_FSDP = 1" in out.stdout and "1/(N x 4)" in " ".join(out.stdout.split())
 
 
+def test_torchtitan_runs_torchs_ring_attention_by_default():
+    """Left open, --cp-kind is the framework's own first kind (torchtitan: allgather, its default rotate method);
+    without a framework, ring."""
+    titan = _cost("torchtitan", "fsdp2", fsdp=4, cp=2)
+    assert titan.point.cp_kind == "allgather"
+    assert {c.op for c in titan.collectives if c.axis == "cp"} == {"all-gather", "send/recv"}
+    exact = evaluate_layout(LLAMA, load_recipe("fsdp2"), Layout(tokens=8192, fsdp=4, cp=2))
+    assert exact.point.cp_kind == "ring"
+
+
 def test_routed_experts_with_folded_cp_are_refused():
     with pytest.raises(CostModelError, match="how it shards routed experts over the data and CP ranks"):
         evaluate_layout(load_model("mixtral-8x7b"), load_recipe("fsdp2"), Layout(tokens=8192, fsdp=4, cp=2),
@@ -139,7 +149,8 @@ def test_plan_searches_cp_for_torchtitan_and_its_rows_reproduce():
     frame, recipe = FRAMEWORKS["torchtitan"], load_recipe("fsdp2")
     found = plan(LLAMA, recipe, H100, devices=16, global_tokens=2**20, seq=32768, framework=frame, top=10_000)
     with_cp = [p for p in found.best if p.layout["cp"] > 1]
-    assert with_cp and all("cp,data" in p.layout["placement"] and p.layout["cp_kind"] == "ring" for p in with_cp)
+    assert with_cp and all("cp,data" in p.layout["placement"] and p.layout["cp_kind"] in ("allgather", "alltoall")
+                           for p in with_cp)
     for p in with_cp[:5]:
         cost = evaluate_layout(LLAMA, recipe, Layout(**p.layout), H100, framework=frame)
         assert p.memory_bytes == pytest.approx(cost.memory_bytes, rel=1e-9)

@@ -73,7 +73,7 @@ def draw_group(rng: random.Random) -> Group:
     recompute = rng.choice(["none", "selective", "full", "every", "op"])
     structure = dict(zero=rng.choice([0, 1, 2, 3]), sp="tp" in on and rng.random() < 0.5, recompute=recompute,
                      flash=rng.random() < 0.7, norm_stats=rng.random() < 0.7, schedule=schedule,
-                     cp_kind=rng.choice(["ring", "a2a"]), tp_ends=rng.choice(["vocab-parallel", "replicated"]),
+                     cp_kind=rng.choice(["ring", "a2a", "allgather", "alltoall"]), tp_ends=rng.choice(["vocab-parallel", "replicated"]),
                      reshard_after_forward=rng.random() < 0.7,
                      shard_activations=0.5 if "fsdp" in on and rng.random() < 0.2 else 0.0)
     many = dict(microbatches=pipelined or rng.random() < 0.3, grad_accum=rng.random() < 0.4,
@@ -226,7 +226,7 @@ def test_three_evaluations_agree_on_ten_thousand_layouts():
             and "tp" in g.on} == {"reentrant", "non-reentrant"}
     assert {g.structure["schedule"] for g in groups if "pp" in g.on} == {"gpipe", "1f1b", "interleaved", "zb-h1"}
     assert {g.structure["zero"] for g in groups} == {0, 1, 2, 3}
-    assert {g.structure["cp_kind"] for g in groups if "cp" in g.on} == {"ring", "a2a"}
+    assert {g.structure["cp_kind"] for g in groups if "cp" in g.on} == {"ring", "a2a", "allgather", "alltoall"}
     assert {g.hardware for g in groups} == set(HARDWARE)
 
 
@@ -290,7 +290,7 @@ def test_numbers_and_arrays_agree_under_a_framework(name):
     # CP beside the data axis, which torchtitan and Megatron shard over together (Point.sharding)
     frame = FRAMEWORKS[name]
     structure = dict(zero=frame.zero_stages[0] if frame.zero_stages else 3, sp=False, recompute="none", flash=True,
-                     norm_stats=True, schedule="1f1b", cp_kind="ring", tp_ends="vocab-parallel",
+                     norm_stats=True, schedule="1f1b", cp_kind=(frame.cp_kinds or ["ring"])[0], tp_ends="vocab-parallel",
                      reshard_after_forward=True, shard_activations=0.0, checkpoint="reentrant")
     axes = ("fsdp", "cp", "dp") if frame.hybrid_zero_min <= structure["zero"] else ("fsdp", "cp")  # its replicas
     group = Group("llama3-8b", FRAMEWORK_RECIPES[name], "h100-sxm", axes, structure,

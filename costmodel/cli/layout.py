@@ -22,7 +22,7 @@ OPTIONS = {
     "shard_activations": (o.ShardActOpt, 0.0), "reshard": (o.ReshardOpt, True), "mx": (o.MxOpt, 1),
     "my": (o.MyOpt, 1), "recompute": (o.RecomputeOpt, "none"), "flash": (o.FlashOpt, True),
     "schedule": (o.ScheduleOpt, "1f1b"), "microbatches": (o.MicroOpt, None), "chunks": (o.ChunksOpt, 1),
-    "cp_kind": (o.CpKindOpt, "ring"), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
+    "cp_kind": (o.CpKindOpt, None), "hsdp_group": (o.HsdpOpt, None), "grad_accum": (o.AccumOpt, 1),
     "tp_ends": (o.TpEndsOpt, "vocab-parallel"), "split": (o.SplitOpt, None),
     "tp_kv": (o.TpKvOpt, "split"), "attention": (o.AttentionOpt, None),
     "checkpoint": (o.CheckpointOpt, "reentrant"), "ep": (o.EpOpt, 1), "etp": (o.EtpOpt, None),

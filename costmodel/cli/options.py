@@ -135,8 +135,10 @@ MicroOpt = Annotated[Optional[int], typer.Option(**STEPS,
     help="Micro-batches per step (default: --pp).", rich_help_panel=_ADV)]
 ChunksOpt = Annotated[int, typer.Option(**STEPS, help="Model chunks per device for --schedule interleaved.",
                                         rich_help_panel=_ADV)]
-CpKindOpt = Annotated[str, typer.Option(metavar="ring|a2a", help="Context parallel: ring (K/V around a ring) or a2a (Ulysses).",
-                                        rich_help_panel=_ADV)]
+CpKindOpt = Annotated[Optional[str], typer.Option(
+    metavar="ring|a2a|allgather|alltoall", help="Context parallel: ring (K/V around a ring), a2a (Ulysses), or torch's "
+    "ring attention rotating K/V by allgather or alltoall (torchtitan's rotate methods); default: the framework's, "
+    "else ring.", rich_help_panel=_ADV)]
 AttentionKernelOpt = Annotated[Optional[str], typer.Option(
     metavar="cudnn|fa2|fa3|gemm", help="Flash attention's kernel, timed at its measured rate by head dim and "
     "sequence where the device ships a table (h100-sxm, h200, aws-p5: the FlashAttention-3 paper's H100 figures): "

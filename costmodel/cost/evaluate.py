@@ -177,10 +177,12 @@ def _as_float(point: Point) -> Point:
 
 def evaluate_layout(model, recipe, layout, hardware=None, *, framework=None, **options) -> Cost:
     """:func:`evaluate` for specs and a validated Layout (what the CLI and the api call); a framework
-    profile adds its overheads and, where the layout leaves it open, sets its pipeline split."""
+    profile adds its overheads and, where the layout leaves them open, sets its pipeline split and CP kind."""
     point = Point.of(layout)
     if framework is not None and layout.split is None:
         point = replace(point, split=framework.split)
+    if framework is not None and layout.cp_kind is None and framework.cp_kinds:  # its own context parallelism
+        point = replace(point, cp_kind=framework.cp_kinds[0])
     return evaluate(layout_shape(model, layout), recipe, point, hardware, framework=framework, **options)
 
 

@@ -64,8 +64,8 @@ class Point:
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
         values = {f.name: getattr(layout, f.name) for f in fields(cls)
-                  if f.name not in ("microbatches", "split", "zero1_reduce", "cp_in_data")}
-        return cls(microbatches=layout.m, split=layout.split or "even", **values)
+                  if f.name not in ("microbatches", "split", "zero1_reduce", "cp_in_data", "cp_kind")}
+        return cls(microbatches=layout.m, split=layout.split or "even", cp_kind=layout.cp_kind or "ring", **values)
 
     def symbolic(self) -> "Point":
         """Letters for every quantity that is not trivial (1; 0 tokens); the activation fraction exact."""

@@ -108,17 +108,16 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
     cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
-    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, CP_KINDS,
+    kinds = tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else CP_KINDS
+    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
             keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
-        if cp_kind == "a2a":
-            keep &= cp > 1  # one CP device: the kind changes nothing, the ring group has it
-        if framework is not None and framework.cp_kinds is not None and cp_kind not in framework.cp_kinds:
-            keep &= cp == 1  # nor a CP kind the framework does not run
+        if cp_kind != kinds[0]:
+            keep &= cp > 1  # one CP device: the kind changes nothing, the first kind's group has it
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its
             # routed experts' sharding over both is not modelled (cost/runs.py check_runs)
             keep &= (cp == 1) | (cp_inside_data[order.astype(int)] & (not shape.moe))

@@ -58,8 +58,9 @@ class Framework(Spec):
         False, description="the data axis shards and reduces over its ranks and the CP ranks together (torchtitan's "
         "dp_shard x cp FSDP mesh; Megatron-core's dp x cp gradient buffers and distributed optimizer): state is "
         "sharded --fsdp x --cp ways and no separate CP gradient all-reduce runs")
-    cp_kinds: list[Literal["ring", "a2a"]] | None = field(
-        None, description="the context-parallel attention it runs (--cp-kind; None: either)")
+    cp_kinds: list[Literal["ring", "a2a", "allgather", "alltoall"]] | None = field(
+        None, description="the context-parallel attention it runs (--cp-kind), its default first (None: ring or a2a, "
+        "ring by default)")
     checkpoints: list[Literal["reentrant", "non-reentrant"]] | None = field(
         None, description="how far its recomputation reruns (--checkpoint; None: either): reentrant to the layer's "
         "end, non-reentrant with torch's early stop")
@@ -268,7 +269,7 @@ FRAMEWORKS: dict[str, Framework] = {
             cp_in_data=True,  # parallelize.py applies fully_shard over the flattened "dp_shard_cp" mesh
             # torch's context_parallel SDPA: ring attention whose K/V shards rotate by all-gather (its default
             # context_parallel_rotate_method) or all-to-all; no Ulysses-style head exchange
-            cp_kinds=["ring"],
+            cp_kinds=["allgather", "alltoall"],
             **_FITTED, **_OUTSIDE, fitted_on=_BORROWED,
             source="pytorch/torchtitan@238fa995 (models/attention.py L169-199: SDPA prefers CUDNN_ATTENTION; "
             "components/loss.py L20-27: .float() then cross_entropy; train.py "

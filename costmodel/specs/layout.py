@@ -77,7 +77,10 @@ class Layout(Checked):
         "or compute (nanotron: balanced by matmul weights, the output layer counting as V D, so the first "
         "stages take more layers)")
     chunks: Steps = Field(1, description="v: model chunks per device (interleaved 1F1B)")
-    cp_kind: Literal["ring", "a2a"] = Field("ring", description="context parallel: ring attention or all-to-all")
+    cp_kind: Literal["ring", "a2a", "allgather", "alltoall"] | None = Field(
+        None, description="context parallel: ring attention (K/V passed around), a2a (Ulysses all-to-all), or torch's "
+        "ring attention rotating K/V by allgather or alltoall (torchtitan's context_parallel_rotate_method); None: "
+        "the framework's own, else ring")
     tp_ends: Literal["vocab-parallel", "replicated"] = Field(
         "vocab-parallel", description="embedding and output layer under TP: split over the vocabulary "
         "(Megatron, torchtitan) or kept whole on every TP rank")

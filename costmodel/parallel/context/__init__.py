@@ -5,11 +5,18 @@ its K, V chunk around the ring, c - 1 hops per layer in forward; backward passes
 gradients, 2 x forward. All-to-all (Jacobs et al. 2023, DeepSpeed-Ulysses, arXiv:2309.14509): Q, K, V
 are re-sharded from sequence to heads before attention and the output back, four all-to-alls per layer
 in forward and four in backward; each moves (c - 1)/c of the device's tensor.
+
+PyTorch's own ring attention (torch.distributed.tensor.experimental context_parallel, what torchtitan runs; torch
+2.13 _context_parallel/_attention.py _templated_ring_attention and its backward) rotates K and V as its
+``rotate_method`` says: ``allgather`` (its default; torchtitan's context_parallel_rotate_method) all-gathers them once
+per attention call, ``alltoall`` passes them on c - 1 times; backward rotates K and V again the same way and passes
+their gradient accumulators around the ring c times, in fp32 (_cp_options.convert_to_f32, on by default). The K and
+V it rotates are the ones SDPA receives: torchtitan's Llama repeats them to every query head first (repeat_kv).
 """
 
 from __future__ import annotations
 
-from costmodel.mathops import divides, exact_div
+from costmodel.mathops import above_one, divides, exact_div, where
 from costmodel.parallel import tensor
 from costmodel.parallel.collective import Collective, Rule, present, rerun, times_each
 
@@ -44,6 +51,32 @@ def collectives(shape, recipe, point, *, layers, recomputed=0) -> list[Collectiv
     return times_each(out, point.micro_steps)
 
 
+#: torch's context_parallel rotate methods (torchtitan's context_parallel_rotate_method), --cp-kind's names for them
+TORCH_KINDS = ("allgather", "alltoall")
+#: bytes per element of the gradient accumulators torch's ring attention passes around in backward (fp32)
+TORCH_GRAD_BYTES = 4
+
+
+def _torch_passes(shape, point, layers, phase, act, local) -> list[Collective]:
+    """Torch's ring attention over ``layers`` layers in ``phase``: K and V (repeated to the query heads, as SDPA
+    receives them) all-gathered once or passed on c - 1 times; in backward the same again and the fp32 dK, dV
+    accumulators passed on c times (the last pass returns each rank's own)."""
+    cp = point.cp
+    kv = local * exact_div(shape.heads, point.tp) * (shape.head_dim + shape.value_dim)  # K, V elements per rank
+    forward = phase == "forward"
+    what = "K, V" + ("" if forward else " again")
+    if point.cp_kind == "allgather":
+        out = [Collective("all-gather", "cp", f"{what} (torch's ring attention, all-gathered)", phase, cp, layers,
+                          cp * act * kv)]
+    else:
+        out = [Collective("send/recv", "cp", f"{what} (torch's ring attention, passed on)", phase, cp,
+                          layers * (cp - 1), act * kv)]
+    if not forward:
+        out.append(Collective("send/recv", "cp", "dK, dV accumulators in fp32 (torch's ring attention)", phase, cp,
+                              where(above_one(cp), layers * cp, 0), TORCH_GRAD_BYTES * kv))  # arrays: none at c = 1
+    return out
+
+
 def _passes(shape, recipe, point, layers, phases) -> list[Collective]:
     """The CP collectives of ``layers`` layers' attention in each of ``phases``."""
     cp, act = point.cp, recipe.activation_bytes
@@ -52,7 +85,9 @@ def _passes(shape, recipe, point, layers, phases) -> list[Collective]:
     kv_chunk = act * local * kv_heads * (shape.head_dim + shape.value_dim)  # K and V of the local tokens
     out = []
     for phase in phases:
-        if point.cp_kind == "ring":
+        if point.cp_kind in TORCH_KINDS:
+            out += _torch_passes(shape, point, layers, phase, act, local)
+        elif point.cp_kind == "ring":
             hops = layers * (cp - 1)
             forward = phase == "forward"
             out += [Collective("send/recv", "cp", "K, V around the ring" if forward else "K, V and dK, dV around the ring",
