@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import weakref
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.tensor import Replicate, Shard
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
                                                RowwiseParallel, SequenceParallel, parallelize_module)
 import torch_sac
@@ -290,11 +292,48 @@ def cp_attention(spec, tokens, *, method):
     with log:
         log.phase = "forward"
         out, lse, *_ = ring._templated_ring_attention(dist.group.WORLD, 2, forward, q, k, v, is_causal=True)
+    grad_out = torch.ones_like(out)
+    held = LiveBytes(q, k, v, out, lse, grad_out)  # what the backward allocates beyond its inputs, at its largest
+    with log, held:
         log.phase = "backward"
-        ring._templated_ring_attention_backward(dist.group.WORLD, 2, backward, torch.ones_like(out), "grad_out", q, k,
-                                                v, out, lse, is_causal=True, dropout_p=0.0)
+        ring._templated_ring_attention_backward(dist.group.WORLD, 2, backward, grad_out, "grad_out", q, k, v, out, lse,
+                                                is_causal=True, dropout_p=0.0)
     ring._cp_options.rotate_method = before
-    return {"dispatch": log.records}
+    return {"dispatch": log.records, "backward_peak_bytes": held.peak, "query_elements": q.numel()}
+
+
+class LiveBytes(TorchDispatchMode):
+    """The bytes of the storages the ops under it create and that are still referenced, at their largest: each op's
+    output storages are counted when first seen and dropped when freed (a weakref finalizer); the storages of
+    ``existing`` tensors (and views of them) are not counted."""
+
+    def __init__(self, *existing):
+        super().__init__()
+        self.sizes = {t.untyped_storage().data_ptr(): 0 for t in existing}
+        self.now = self.peak = 0
+
+    def _count(self, tensor):
+        try:
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+        except RuntimeError:  # a functional collective's autograd wrapper: its storage is the collective's output
+            return
+        if key in self.sizes or storage.nbytes() == 0:
+            return
+        self.sizes[key] = storage.nbytes()
+        self.now += storage.nbytes()
+        self.peak = max(self.peak, self.now)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key):
+        self.now -= self.sizes.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(tensor, torch.Tensor):
+                self._count(tensor)
+        return out
 
 
 #: dispatcher op -> the direction-free kind the test sees

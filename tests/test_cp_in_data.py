@@ -23,7 +23,7 @@ STATE = ("master_weights", "grads", "optimizer")
 
 
 def _cost(framework, recipe, hardware=None, **layout):
-    return evaluate_layout(LLAMA, load_recipe(recipe), Layout(tokens=8192, **layout), hardware,
+    return evaluate_layout(LLAMA, load_recipe(recipe), Layout(**{"tokens": 8192, **layout}), hardware,
                            framework=FRAMEWORKS[framework])
 
 
@@ -126,6 +126,20 @@ def test_torchtitan_runs_torchs_ring_attention_by_default():
     assert {c.op for c in titan.collectives if c.axis == "cp"} == {"all-gather", "send/recv"}
     exact = evaluate_layout(LLAMA, load_recipe("fsdp2"), Layout(tokens=8192, fsdp=4, cp=2))
     assert exact.point.cp_kind == "ring"
+
+
+def test_ring_attentions_buffers_join_the_peak_of_a_stage_without_the_loss():
+    """torch's ring attention's backward buffers (measured in tests/test_torch_distributed_llama.py) on the first of
+    two pipeline stages, which computes no loss: 4 Q + 16 KV + 2 (Q + KV / 2 + r KV) bytes with Q = 8,192 local
+    tokens x 32 heads x 128, KV = 2 Q (K, V repeated to the query heads), r = c + 1 all-gathered, min(c, 3) passed
+    on; on the last stage the loss's larger transients come first and it adds nothing."""
+    q = 8192 * 32 * 128
+    for kind, rotated in (("allgather", 3), ("alltoall", 2)):
+        cost = _cost("torchtitan", "fsdp2", pp=2, fsdp=2, cp=2, tokens=16384, cp_kind=kind)
+        first, last = cost.stages[0], cost.stages[-1]
+        assert first.overheads["ring_attention"] == 4 * q + 16 * 2 * q + 2 * (q + q + rotated * 2 * q)
+        assert last.overheads["ring_attention"] == 0 < last.overheads["loss_upcast"]
+    assert _cost("torchtitan", "fsdp2", fsdp=8).heaviest.overheads["ring_attention"] == 0  # no CP
 
 
 def test_routed_experts_with_folded_cp_are_refused():

@@ -231,6 +231,21 @@ def test_torch_ring_attention_sends_what_the_cp_kind_says(measured, method):
         assert measured_rows == predicted, f"rank {rank}"
 
 
+@pytest.mark.parametrize("method", ["allgather", "alltoall"])
+def test_torch_ring_attention_backward_holds_what_the_term_says(measured, method):
+    """What torch's ring attention allocates beyond its inputs during one attention call's backward, at its largest:
+    the largest over the ranks equals formulas/overheads.ring_attention_backward_bytes (c + 1 rotated K, V buffers
+    all-gathered, min(c, 3) passed on), and no rank exceeds it."""
+    from costmodel.formulas.overheads import ring_attention_backward_bytes
+
+    world, ranks = measured
+    runs = [logs[f"cp-{method}"] for logs in ranks]
+    query = runs[0]["query_elements"]  # Q: the rank's queries; K, V repeated to the query heads: 2 Q elements
+    rotated = world + 1 if method == "allgather" else min(world, 3)
+    predicted = ring_attention_backward_bytes(query=query, kv=2 * query, act_bytes=2, rotated=rotated)
+    assert max(run["backward_peak_bytes"] for run in runs) == predicted
+
+
 def test_torchtitan_shards_over_the_data_and_cp_ranks_as_torch_does(measured):
     """torchtitan with CP: FSDP2 over its (dp_shard, cp) mesh flattened, so --fsdp w/2 --cp 2 under its profile
     gathers and reduce-scatters over all w ranks, as torch does on that mesh, and sends no CP gradient all-reduce

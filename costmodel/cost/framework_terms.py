@@ -5,8 +5,8 @@ terms it has); cost/memory.py places them in the step's phases."""
 from __future__ import annotations
 
 from costmodel.formulas import overheads as ov
-from costmodel.mathops import above_one, equals, exact_div, maximum, where
-from costmodel.parallel import data, pipeline, tensor
+from costmodel.mathops import above_one, equals, exact_div, maximum, minimum, where
+from costmodel.parallel import context, data, pipeline, tensor
 from costmodel.parallel.tensor.params import block_params_per_device, vocab_rows_per_device
 from costmodel.units import dtype_bytes
 from costmodel.cost.runs import check_runs
@@ -17,6 +17,16 @@ from costmodel.cost.zero import zero_buffers
 def _output_rows(shape, point, st: Stage):
     """Rows of the output layer's weight matrix on this device (0 off the last stage and for the FFN stack)."""
     return st.role.last * vocab_rows_per_device(shape, point.tp, point.tp_ends) if shape.attention else 0
+
+
+def ring_attention_bytes(shape, point, tokens):
+    """torch's ring attention's buffers in one layer's backward (formulas/overheads.ring_attention_backward_bytes) on
+    a device of ``tokens`` local tokens: its queries and its keys and values repeated to the query heads."""
+    heads = exact_div(shape.heads, point.tp)
+    rotated = point.cp + 1 if point.cp_kind == "allgather" else minimum(point.cp, 3)
+    return ov.ring_attention_backward_bytes(query=tokens * heads * shape.head_dim,
+                                            kv=tokens * heads * (shape.head_dim + shape.value_dim),
+                                            act_bytes=2, rotated=rotated)
 
 
 def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
@@ -43,10 +53,14 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         out["loss_upcast"] = st.role.last * tokens * ov.upcast_loss_bytes_per_token(
             vocab=shape.vocab, tp=point.tp, logit_bytes=recipe.activation_bytes,
             in_place=framework.loss_upcast == "in-place")
+    rerun = tokens * st.rerun_bytes_per_token + st.rerun_copy_bytes if point.recompute != "none" else 0
     if point.recompute != "none":  # a recomputed layer's tensors in its backward, one layer at a time, after the
         # loss's transients are gone: it raises the peak by what it exceeds them
-        out["recomputed_layer"] = maximum(tokens * st.rerun_bytes_per_token + st.rerun_copy_bytes
-                                          - out.get("loss_upcast", 0), 0)
+        out["recomputed_layer"] = maximum(rerun - out.get("loss_upcast", 0), 0)
+    if point.cp_kind in context.TORCH_KINDS and shape.attention:  # torch's ring attention in that layer's backward
+        ring = ring_attention_bytes(shape, point, tokens)
+        out["ring_attention"] = where(above_one(point.cp), maximum(rerun + ring - out.get("loss_upcast", 0), 0)
+                                      - out.get("recomputed_layer", 0), 0)
     if framework.wgrad_cache and shape.attention:
         layer = block_params_per_device(shape, point.tp) - shape.block_replicated_params()  # its matmuls
         out["wgrad_cache"] = ov.wgrad_cache_bytes(layer_matmul_params=layer,

@@ -99,6 +99,7 @@ OVERHEADS = {
     "pending_reduce_scatters": ((FORWARD_BACKWARD,), False),
     "loss_upcast": ((FORWARD_BACKWARD,), False),
     "recomputed_layer": ((FORWARD_BACKWARD,), False),
+    "ring_attention": ((FORWARD_BACKWARD,), False),
     "wgrad_cache": ((FORWARD_BACKWARD, GRAD_SYNC, OPTIMIZER), False),
     "fsdp_in_flight": ((FORWARD_BACKWARD,), False),
     "p2p_buffers": ((FORWARD_BACKWARD,), False),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from costmodel.errors import CostModelError
 
+#: the CP kinds of a framework that names none: ring attention and Ulysses (torch's own kinds are torchtitan's)
+GENERIC_CP_KINDS = ("ring", "a2a")
 #: the placement blocks a framework that folds CP into the data axis needs adjacent (cp directly inside data)
 CP_INSIDE_DATA = "cp,data"
 
@@ -46,10 +48,10 @@ def check_runs(framework, point, *, experts: bool = False) -> None:
     if only_fsdp and point.zero == 0 and sharded:
         raise CostModelError(f"--framework {framework.name} shards its data axis ({named}) with FSDP whenever it has "
                              f"shards: give --zero 3 (DDP runs over --dp replicas alone)")
-    if framework.cp_kinds is not None and isinstance(point.cp, int) and point.cp > 1 and \
-            point.cp_kind not in framework.cp_kinds:
+    kinds = framework.cp_kinds or GENERIC_CP_KINDS
+    if isinstance(point.cp, int) and point.cp > 1 and point.cp_kind not in kinds:
         raise CostModelError(f"--framework {framework.name} runs context parallelism as --cp-kind "
-                             f"{'|'.join(framework.cp_kinds)}, not {point.cp_kind}")
+                             f"{'|'.join(kinds)}, not {point.cp_kind}")
     if folded and experts:
         raise CostModelError(f"--framework {framework.name} with --cp {point.cp}: how it shards routed experts over the "
                              f"data and CP ranks is not modelled (give --cp 1, or --framework exact)")

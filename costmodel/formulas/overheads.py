@@ -47,6 +47,22 @@ def upcast_loss_bytes_per_token(*, vocab, tp, logit_bytes, in_place=False):
     return (logit_bytes if in_place else logit_bytes + 4) * vocab / tp
 
 
+def ring_attention_backward_bytes(*, query, kv, act_bytes, rotated):
+    """What torch's ring attention holds beyond its inputs during one attention call's backward, at its largest
+    (torch 2.13 distributed/tensor/experimental/_context_parallel/_attention.py _templated_ring_attention_backward,
+    as torchtitan runs it: causal, head-tail load balanced, fp32 gradient accumulators): on a rank past the first,
+    in an iteration that updates half of K and V, the fp32 dQ accumulator (4 Q); four fp32 K, V-sized buffers of
+    the dK, dV ring: the one received, the one being sent and its copy in flight, and the two halves the partial
+    update rebuilds (16 KV); the block's gradients, dQ whole and dK, dV halved (b (Q + KV / 2)); and ``rotated``
+    K, V-sized buffers of the K, V rotation (all-gathered: the c chunks and the local copy sent, c + 1; passed on:
+    received, sent and in flight, min(c, 3)). Q and KV: elements of the rank's queries and of its keys and values,
+    as SDPA receives them (torchtitan repeats K, V to every query head). Measured on 2, 3 and 4 ranks in
+    tests/test_torch_distributed_llama.py; the CUDA kernel's own workspace is not in it:
+
+        4 Q + 16 KV + b (Q + KV / 2 + r KV)"""
+    return 4 * query + 16 * kv + act_bytes * (query + kv / 2 + rotated * kv)
+
+
 def wgrad_cache_bytes(*, layer_matmul_params, output_params, weight_bytes):
     """Transformer Engine's dummy weight-gradient buffers: one per distinct weight shape, kept.
 

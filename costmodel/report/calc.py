@@ -77,7 +77,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
         "model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
         "framework": cost.framework.name if cost.framework is not None else "exact",
         "gradient_dtype": comm_recipe(cost.recipe, cost.framework).grad_comm,  # what the data axis reduces
-        "layout": layout.model_dump(),
+        "layout": {**layout.model_dump(), "cp_kind": cost.point.cp_kind},  # the kind priced (a framework's own)
         "collectives": [
             {"op": r.collective.op, "axis": r.collective.axis, "purpose": r.collective.purpose,
              "phase": r.collective.phase, "group": r.collective.group, "calls": r.collective.calls,

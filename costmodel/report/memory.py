@@ -24,6 +24,7 @@ OVERHEAD_LABELS = {
     "pending_reduce_scatters": "TP reduce-scatter inputs not yet reusable (pp 1, host ahead; reserved)",
     "loss_upcast": "logits cast to fp32 for the loss",
     "recomputed_layer": "a recomputed layer's tensors in its backward",
+    "ring_attention": "torch's ring attention in a layer's backward",
     "wgrad_cache": "TE's cached weight-gradient buffers",
     "fsdp_in_flight": "FSDP gathered blocks and reduce-scatter input",
     "p2p_buffers": "pipeline receive buffers",
@@ -69,7 +70,7 @@ def payload(cost, layout, hardware, worth: list, capacity, fits: bool) -> dict:
     """The JSON of `cost4d memory` (raw bytes)."""
     top = cost.heaviest
     out = {
-        "model": cost.shape.name, "recipe": cost.recipe.name, "layout": {**layout.model_dump(), "split": cost.point.split},
+        "model": cost.shape.name, "recipe": cost.recipe.name, "layout": {**layout.model_dump(), "split": cost.point.split, "cp_kind": cost.point.cp_kind},
         "params": cost.params, "active_params": cost.shape.active_params(), "params_per_device": top.stage.params,
         "expert_params_per_device": top.stage.expert_params,
         "components": {k: number(v) for k, v in top.components.items()},

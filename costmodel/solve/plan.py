@@ -19,7 +19,7 @@ import itertools
 import time
 from dataclasses import field, replace
 
-from costmodel.cost.runs import CP_INSIDE_DATA
+from costmodel.cost.runs import CP_INSIDE_DATA, GENERIC_CP_KINDS
 from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
@@ -31,7 +31,6 @@ from costmodel.solve.plan_candidates import candidates, with_placements, with_to
 ZERO_STAGES = (1, 3)
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
-CP_KINDS = ("ring", "a2a")
 #: TP with sequence parallelism (less memory, elementwise work split) and without (one all-reduce where SP has an
 #: all-gather and a reduce-scatter: NCCL's NVLS all-reduce can be the faster)
 SEQUENCE_PARALLEL = (True, False)
@@ -108,7 +107,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
     cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
-    kinds = tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else CP_KINDS
+    kinds = tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else GENERIC_CP_KINDS
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
@@ -196,6 +195,8 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
     for key, value in layout.items():
         if key == "sp":
             flags += ["--sp"] if value else []
+        elif key == "cp_kind" and layout.get("cp", 1) == 1:
+            continue  # no context parallelism: the kind says nothing
         elif key == "tokens" or Layout.model_fields[key].default != value:
             flags.append(f"--{key.replace('_', '-')} {value}")
     if framework:
