@@ -177,7 +177,33 @@ def test_critical_path_sums_to_the_step_and_overlap_hides(tp_overlap, p2p_overla
     assert sum(parts.values()) == pytest.approx(data["step_s"], rel=1e-12)
     tp, matmul = data["breakdown"]["tp_s"], data["breakdown"]["matmul_s"]
     assert parts["tp_exposed_s"] == (tp if tp_overlap == "none" else pytest.approx(max(0.0, tp - matmul)))
-    assert data["overlaps"] == {"data": "overlap", "tp": tp_overlap, "p2p": p2p_overlap}
+    assert data["overlaps"] == {"data": "overlap", "tp": tp_overlap, "p2p": p2p_overlap, "cp": "none"}
+
+
+def test_cp_traffic_hides_behind_attention_where_ring_attention_overlaps_it():
+    """--cp-overlap: the exact accounting keeps CP on the critical path (as the step fraction was fitted); a framework's
+    ring attention (torchtitan's torch ring, Megatron's ring) hides its K, V passes behind the attention blocks, only
+    what exceeds attention's time shows; Ulysses' all-to-alls (a2a) do not hide; --cp-overlap sets either."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
+
+    def step(framework=None, recipe="fsdp2", **options):
+        layout = Layout(**{"fsdp": 4, "cp": 2, "tokens": 16384, **options.pop("layout", {})})
+        return evaluate_layout(spec, load_recipe(recipe), layout, h100,
+                               framework=FRAMEWORKS[framework] if framework else None, **options).step
+
+    exact, titan = step(), step("torchtitan")
+    assert exact.cp_overlap == "none" and exact.cp_exposed_s == exact.cp_s > 0
+    assert titan.cp_overlap == "overlap" and titan.cp_exposed_s == max(0.0, titan.cp_s - titan.attention_s) == 0
+    assert step("torchtitan", cp_overlap="none").cp_exposed_s == titan.cp_s
+    assert step(cp_overlap="overlap").cp_exposed_s == max(0.0, exact.cp_s - exact.attention_s)
+    ulysses = step("megatron", "megatron", layout={"zero": 1, "cp_kind": "a2a"})
+    assert ulysses.cp_overlap == "none" and ulysses.cp_exposed_s == ulysses.cp_s > 0
+    assert titan.step_s < step("torchtitan", cp_overlap="none").step_s
 
 
 def test_once_per_step_reduction_hides_behind_the_last_backward_only():

@@ -52,7 +52,7 @@ def test_step_is_the_larger_of_kernels_and_floor_pipelined_plus_unoverlapped_dat
     layout = Layout(tp=4, sp=True, pp=2, dp=2, zero=3, tokens=4096, microbatches=64)
     bare = _cost(layout, framework=NANOTRON.model_copy(update={"time": None})).step
     step = _cost(layout).step
-    critical = bare.matmul_s + bare.elementwise_s + bare.tp_exposed_s + bare.p2p_exposed_s + bare.cp_s + bare.ep_s
+    critical = bare.matmul_s + bare.elementwise_s + bare.tp_exposed_s + bare.p2p_exposed_s + bare.cp_exposed_s + bare.ep_s
     critical = critical + bare.attention_s
     expected = (max(T.kernel_factor * critical, step.host_floor_s) / (1 - bare.bubble) + T.data_factor * bare.data_comm_s
                 + bare.optimizer_s)

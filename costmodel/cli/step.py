@@ -30,6 +30,12 @@ def step(
     p2p_overlap: Annotated[str, typer.Option(
         metavar="none|overlap", help="Pipeline sends: on the critical path (none) or hidden behind the next "
         "micro-batch's compute (overlap).")] = "none",
+    cp_overlap: Annotated[str | None, typer.Option(
+        metavar="overlap|none", show_default=False, help="Context parallelism's traffic: ring attention's K/V passes "
+        "hidden behind the attention blocks they feed, only what exceeds them shows (overlap), or on the critical "
+        "path (none). Default under a framework: overlap for ring, allgather and alltoall (Transformer Engine's P2P "
+        "ring and torch's ring attention overlap each block with the next pass), none for a2a (Ulysses); without "
+        "one, none (as h100-sxm's step fraction was fitted).")] = None,
     precision: Annotated[str, typer.Option(
         metavar="bf16|fp8", help="Matmul precision: bf16, or fp8 linear layers (per-tensor scaling, at the spec's "
         "fitted fp8_efficiency; attention stays bf16). MFU is then against the fp8 peak, as NVIDIA reports it.")]
@@ -63,6 +69,7 @@ def step(
 
     cost, device = step_cost(model, hardware, recipe, framework, layout, overlap=overlap, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, attention_kernel=attention_kernel,
+                             cp_overlap=cp_overlap,
                              fp8_casts=fp8_casts, kernels=kernels)
     report(cost, device, as_json=as_json, convention=attention_flops)
 

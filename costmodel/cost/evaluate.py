@@ -91,7 +91,7 @@ def _collective(row):
 
 def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str | None = None,
              seq_len=None, framework=None, precision: str = "bf16", tp_overlap: str = "none",
-             p2p_overlap: str = "none", attention_kernel: str | None = None, fp8_casts: str = "te",
+             p2p_overlap: str = "none", attention_kernel: str | None = None, fp8_casts: str = "te", cp_overlap=None,
              kernels: str | None = None) -> Cost:
     """Memory, FLOPs, collectives (timed, with ``hardware``) and step time (with a step model); attention's
     kernel is ``attention_kernel`` (--attention-kernel), else the framework's, else the hardware's; the data
@@ -119,11 +119,12 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             from costmodel.cost.attention import attention_kernel as kernel_of
             from costmodel.cost.overlap import data_overlap
-            from costmodel.cost.step import optimizer_params, step_time  # time only: memory and comm skip it
+            from costmodel.cost.step import cp_overlap_default, optimizer_params, step_time  # time only
 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
                              tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
+                             cp_overlap=cp_overlap if cp_overlap is not None else cp_overlap_default(framework, point),
                              kernels=kernels if kernels is not None else (framework.kernels if framework is not None else
                                                                            "fused"),
                              framework_time=framework.time_on(hardware) if framework is not None else None,

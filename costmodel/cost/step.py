@@ -70,13 +70,15 @@ class StepTime:
     kernels: str = "fused"  # the memory-bound ops: fused kernels or eager PyTorch (cost/memory_bound.py)
     fsdp_copy_s: object = 0  # of elementwise_s, FSDP2's copy-out after each all-gather and copy-in before each
     # reduce-scatter (cost/memory_bound.fsdp2_copy_bytes)
+    cp_exposed_s: object = 0  # of cp_s, what attention does not hide
+    cp_overlap: str = "none"
 
     @property
     def modelled_critical_s(self):
         """The critical path of one stage as the hardware model times it (compute, exposed TP, CP, EP and
         pipeline traffic), before a framework's time and the bubble."""
-        return (self.matmul_s + self.attention_s + self.elementwise_s + self.tp_exposed_s + self.cp_s + self.ep_s
-                + self.p2p_exposed_s)
+        return (self.matmul_s + self.attention_s + self.elementwise_s + self.tp_exposed_s + self.cp_exposed_s
+                + self.ep_s + self.p2p_exposed_s)
 
     @property
     def critical_parts(self) -> dict:
@@ -84,7 +86,8 @@ class StepTime:
         pipelined critical path, and the exposed data-axis traffic."""
         critical = self.modelled_critical_s + self.framework_s
         return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "elementwise_s": self.elementwise_s,
-                "tp_exposed_s": self.tp_exposed_s, "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_exposed_s": self.p2p_exposed_s,
+                "tp_exposed_s": self.tp_exposed_s, "cp_exposed_s": self.cp_exposed_s, "ep_s": self.ep_s,
+                "p2p_exposed_s": self.p2p_exposed_s,
                 "framework_s": self.framework_s,
                 "bubble_s": fs.pipelined_seconds(critical=critical, bubble=self.bubble) - critical,
                 "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
@@ -137,6 +140,19 @@ def slowest_stage(shape, stages, seq_len=None):
     return share, layers
 
 
+def cp_overlap_default(framework, point) -> str:
+    """The CP convention when --cp-overlap is not given. Under a framework, as its attention runs: ring attention
+    passes the next block's K, V while the current block computes (overlap: Transformer Engine's
+    AttnFuncWithCPAndKVP2P, 'overlap current-step compute with next-step communication'; torch's ring attention
+    waits for each rotation only at the next block); Ulysses' all-to-alls (a2a) stand between the projections and
+    attention (none). The exact accounting keeps CP on the critical path (none), as h100-sxm's step fraction was
+    fitted (the DGXC rows' CP 2 passes are ~1% of their steps; refitting with them overlapped gives 0.863 for
+    0.868, which nanotron's fitted time would then have to follow)."""
+    if framework is None:
+        return "none"
+    return "none" if point.cp_kind == "a2a" else "overlap"
+
+
 def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision: str):
     """Matmul time of ``hw_flops`` (whole step) of which ``attention_flops`` are attention's Q K^T and
     A V. bf16: all at the bf16 peak x e. fp8 (Transformer Engine recipes): the linear layers at the fp8
@@ -151,7 +167,7 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
-              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None,
+              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None, cp_overlap=None,
               optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused",
               fsdp_copy_bytes=0) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
@@ -161,7 +177,9 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
     optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward; FSDP2's copies of
     ``fsdp_copy_bytes`` per step with the memory-bound ops (cost/memory_bound.fsdp2_copy_bytes)."""
-    for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap)):
+    cp_overlap = cp_overlap if cp_overlap is not None else "none"
+    for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap),
+                        ("--cp-overlap", cp_overlap)):
         if isinstance(value, str) and value not in OVERLAPS:
             raise CostModelError(f"{flag} {shown(value)}: use overlap or none")
     if precision not in PRECISIONS:
@@ -225,7 +243,11 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     tp_exposed = fs.exposed_seconds(comm=by_axis["tp"], hidden_behind=matmul, overlap=tp_overlap)
     compute = matmul + attention_s + elementwise
     p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=compute, overlap=p2p_overlap)
-    critical = compute + tp_exposed + by_axis["cp"] + by_axis["ep"] + p2p_exposed
+    # context parallelism's K/V passes behind the attention blocks they feed (ring attention); Ulysses' all-to-alls not
+    attention_time = attention_s if kernel is not None else fs.matmul_seconds(
+        flops=attention * imbalance / devices, peak_flops=hardware.flops("bf16"), efficiency=efficiency)
+    cp_exposed = fs.exposed_seconds(comm=by_axis["cp"], hidden_behind=attention_time, overlap=cp_overlap)
+    critical = compute + tp_exposed + cp_exposed + by_axis["ep"] + p2p_exposed
     backward_compute = compute * 2 / 3  # backward is 2 of the 3 matmul passes
     # FSDP gathers and reduces every micro-batch behind its backward (ZeRO-2 reduces so too). DDP and ZeRO-1 reduce once
     # per step, as the last micro-batch's backward makes the gradients final (Megatron's overlap_grad_reduce):
@@ -258,7 +280,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
                     expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts,
-                    kernels, fsdp_copy_s)
+                    kernels, fsdp_copy_s, cp_exposed_s=cp_exposed, cp_overlap=cp_overlap)
 
 
 def _overlap_name(overlap) -> str:

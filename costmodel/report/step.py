@@ -72,7 +72,8 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
             "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
             "breakdown": b.parts, "critical_path": b.critical_parts, "fsdp_copy_s": b.fsdp_copy_s,
-            "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap}, "data_overlap_source": b.overlap_why,
+            "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap, "cp": b.cp_overlap},
+            "data_overlap_source": b.overlap_why,
             "step_model_source": hardware.step_model.source,
             "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
             **_memory(cost, hardware)}
@@ -133,6 +134,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     hidden = {"none": "on the critical path"}
     tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {_s(b.tp_exposed_s)} s exposed")
     p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {_s(b.p2p_exposed_s)} s exposed")
+    cp_note = hidden.get(b.cp_overlap, f"K, V passes overlapped with attention: {_s(b.cp_exposed_s)} s exposed")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
     exposed_note = f"of which exposed ({b.overlap})"
     if timed:
@@ -149,7 +151,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                  {"te": "; Transformer Engine's fp8 casts", "fused": "; fp8 casts fused (--fp8-casts fused)"}[b.fp8_casts]
                  if b.precision == "fp8" else "") + (
                  f"; of it FSDP2's copies around its collectives {_s(b.fsdp_copy_s)} s" if b.fsdp_copy_s else ""),
-             "tp_s": tp_note, "cp_s": "on the critical path", "ep_s": "MoE all-to-alls, on the critical path",
+             "tp_s": tp_note, "cp_s": cp_note, "ep_s": "MoE all-to-alls, on the critical path",
              "p2p_s": f"pipeline sends, {p2p_note}",
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
                              f"floor ({_s(b.host_floor_s)} s), fitted" if timed else ""),
