@@ -20,9 +20,11 @@ forward activation, a send to the previous stage a backward gradient.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 import weakref
 from pathlib import Path
 
@@ -294,12 +296,41 @@ def cp_attention(spec, tokens, *, method):
         out, lse, *_ = ring._templated_ring_attention(dist.group.WORLD, 2, forward, q, k, v, is_causal=True)
     grad_out = torch.ones_like(out)
     held = LiveBytes(q, k, v, out, lse, grad_out)  # what the backward allocates beyond its inputs, at its largest
-    with log, held:
+    with log, held, _sent_buffers_kept_until_received(ring):
         log.phase = "backward"
         ring._templated_ring_attention_backward(dist.group.WORLD, 2, backward, grad_out, "grad_out", q, k, v, out, lse,
                                                 is_causal=True, dropout_p=0.0)
     ring._cp_options.rotate_method = before
     return {"dispatch": log.records, "backward_peak_bytes": held.peak, "query_elements": q.numel()}
+
+
+@contextlib.contextmanager
+def _sent_buffers_kept_until_received(ring):
+    """Each rotation's sent buffer alive until the rotated one is taken (next_buffer), and not after, as on a GPU,
+    where the collective reads it on its own stream until the wait: gloo on CPU may finish, and free it, sooner,
+    and its worker thread may drop its references to a finished collective's buffers a little after the wait; a
+    short pause after each wait lets it, so the measured peak does not depend on timing."""
+    patched = {}
+    for rotater in (ring._AllToAllRotater, ring._AllGatherRotater):
+        exchange, take = rotater.exchange_buffers, rotater.next_buffer
+        patched[rotater] = (exchange, take)
+
+        def kept_exchange(self, curr_buffer, _exchange=exchange):
+            self._sent = getattr(self, "_sent", []) + [curr_buffer]
+            return _exchange(self, curr_buffer)
+
+        def released_take(self, _take=take):
+            out = _take(self)
+            self._sent = []
+            time.sleep(0.05)  # gloo's worker thread lets go of the finished collective's buffers
+            return out
+
+        rotater.exchange_buffers, rotater.next_buffer = kept_exchange, released_take
+    try:
+        yield
+    finally:
+        for rotater, (exchange, take) in patched.items():
+            rotater.exchange_buffers, rotater.next_buffer = exchange, take
 
 
 class LiveBytes(TorchDispatchMode):

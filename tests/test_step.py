@@ -182,8 +182,9 @@ def test_critical_path_sums_to_the_step_and_overlap_hides(tp_overlap, p2p_overla
 
 def test_cp_traffic_hides_behind_attention_where_ring_attention_overlaps_it():
     """--cp-overlap: the exact accounting keeps CP on the critical path (as the step fraction was fitted); a framework's
-    ring attention (torchtitan's torch ring, Megatron's ring) hides its K, V passes behind the attention blocks, only
-    what exceeds attention's time shows; Ulysses' all-to-alls (a2a) do not hide; --cp-overlap sets either."""
+    ring attention hides its passes behind the attention blocks, an all-gather of K, V (torch's allgather rotation,
+    waited for at the second block) behind the first block only (attention / c), and only what exceeds them shows;
+    the CP ranks' gradient all-reduce (weights replicated over CP) and Ulysses' all-to-alls (a2a) never hide."""
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.specs.framework import FRAMEWORKS
     from costmodel.specs.layout import Layout
@@ -191,19 +192,28 @@ def test_cp_traffic_hides_behind_attention_where_ring_attention_overlaps_it():
 
     spec, h100 = load_model("llama3-8b"), load_hardware("h100-sxm")
 
-    def step(framework=None, recipe="fsdp2", **options):
+    def cost(framework=None, recipe="fsdp2", **options):
         layout = Layout(**{"fsdp": 4, "cp": 2, "tokens": 16384, **options.pop("layout", {})})
         return evaluate_layout(spec, load_recipe(recipe), layout, h100,
-                               framework=FRAMEWORKS[framework] if framework else None, **options).step
+                               framework=FRAMEWORKS[framework] if framework else None, **options)
 
-    exact, titan = step(), step("torchtitan")
-    assert exact.cp_overlap == "none" and exact.cp_exposed_s == exact.cp_s > 0
-    assert titan.cp_overlap == "overlap" and titan.cp_exposed_s == max(0.0, titan.cp_s - titan.attention_s) == 0
-    assert step("torchtitan", cp_overlap="none").cp_exposed_s == titan.cp_s
-    assert step(cp_overlap="overlap").cp_exposed_s == max(0.0, exact.cp_s - exact.attention_s)
-    ulysses = step("megatron", "megatron", layout={"zero": 1, "cp_kind": "a2a"})
+    def traffic(c, op):
+        return sum(r.seconds for r in c.collectives if r.collective.axis == "cp" and r.collective.op == op)
+
+    exact, titan = cost(), cost("torchtitan")
+    assert exact.step.cp_overlap == "none" and exact.step.cp_exposed_s == exact.step.cp_s > 0
+    attention = titan.step.attention_s
+    assert titan.step.cp_overlap == "overlap" and traffic(titan, "all-gather") > 0
+    assert titan.step.cp_exposed_s == pytest.approx(max(0.0, traffic(titan, "all-gather") - attention / 2)
+                                                    + max(0.0, traffic(titan, "send/recv") - attention / 2), abs=1e-15)
+    assert cost("torchtitan", cp_overlap="none").step.cp_exposed_s == titan.step.cp_s
+    ring = cost(cp_overlap="overlap")  # the exact accounting's ring: its gradient all-reduce stays exposed
+    assert traffic(ring, "all-reduce") > 0 and ring.step.cp_exposed_s == pytest.approx(
+        traffic(ring, "all-reduce") + max(0.0, traffic(ring, "send/recv") - ring.step.attention_s / 2), abs=1e-15)
+    ulysses = cost("megatron", "megatron", layout={"zero": 1, "cp_kind": "a2a"}).step
     assert ulysses.cp_overlap == "none" and ulysses.cp_exposed_s == ulysses.cp_s > 0
-    assert titan.step_s < step("torchtitan", cp_overlap="none").step_s
+    assert cost("deepspeed", "cs336", layout={"zero": 1}).step.cp_overlap == "none"  # Ulysses, its only kind
+    assert titan.step.step_s < cost("torchtitan", cp_overlap="none").step.step_s
 
 
 def test_once_per_step_reduction_hides_behind_the_last_backward_only():

@@ -118,8 +118,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         rows = timed(hardware, point, rows, labels=kind == "number")
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             from costmodel.cost.attention import attention_kernel as kernel_of
-            from costmodel.cost.overlap import data_overlap
-            from costmodel.cost.step import cp_overlap_default, optimizer_params, step_time  # time only
+            from costmodel.cost.overlap import cp_overlap_default, data_overlap
+            from costmodel.cost.step import optimizer_params, step_time  # time only: memory and comm skip it
 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,

@@ -19,14 +19,15 @@ def _output_rows(shape, point, st: Stage):
     return st.role.last * vocab_rows_per_device(shape, point.tp, point.tp_ends) if shape.attention else 0
 
 
-def ring_attention_bytes(shape, point, tokens):
+def ring_attention_bytes(shape, point, tokens, act_bytes):
     """torch's ring attention's buffers in one layer's backward (formulas/overheads.ring_attention_backward_bytes) on
-    a device of ``tokens`` local tokens: its queries and its keys and values repeated to the query heads."""
+    a device of ``tokens`` local tokens: its queries and its keys and values repeated to the query heads, in the
+    activations' ``act_bytes``."""
     heads = exact_div(shape.heads, point.tp)
     rotated = point.cp + 1 if point.cp_kind == "allgather" else minimum(point.cp, 3)
     return ov.ring_attention_backward_bytes(query=tokens * heads * shape.head_dim,
                                             kv=tokens * heads * (shape.head_dim + shape.value_dim),
-                                            act_bytes=2, rotated=rotated)
+                                            act_bytes=act_bytes, rotated=rotated)
 
 
 def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
@@ -58,7 +59,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
         # loss's transients are gone: it raises the peak by what it exceeds them
         out["recomputed_layer"] = maximum(rerun - out.get("loss_upcast", 0), 0)
     if point.cp_kind in context.TORCH_KINDS and shape.attention:  # torch's ring attention in that layer's backward
-        ring = ring_attention_bytes(shape, point, tokens)
+        ring = ring_attention_bytes(shape, point, tokens, recipe.activation_bytes)
         out["ring_attention"] = where(above_one(point.cp), maximum(rerun + ring - out.get("loss_upcast", 0), 0)
                                       - out.get("recomputed_layer", 0), 0)
     if framework.wgrad_cache and shape.attention:

@@ -44,3 +44,33 @@ def _against_default(framework, point, chosen: str) -> str:
     if point.pp > 1:
         return f"; {framework.name}'s pipeline engine cannot: it turns overlap_comm off"
     return ""
+
+
+def cp_overlap_default(framework, point) -> str:
+    """The CP convention when --cp-overlap is not given. Under a framework, as its attention runs: ring attention
+    passes the next block's K, V while the current block computes (overlap: Transformer Engine's
+    AttnFuncWithCPAndKVP2P, 'overlap current-step compute with next-step communication'; torch's ring attention
+    waits for each rotation only at the next block); Ulysses' all-to-alls (a2a) stand between the projections and
+    attention (none). The exact accounting, and a framework's fitted time (fitted on runs without CP), keep CP on the
+    critical path (none), as h100-sxm's step fraction was fitted (the DGXC rows' CP 2 passes are ~1% of their
+    steps; refitting with them overlapped gives 0.863 for 0.868, which nanotron's fitted time would then follow)."""
+    if framework is None or framework.exact or framework.time is not None:
+        return "none"
+    return "none" if point.cp_kind == "a2a" else "overlap"
+
+
+def cp_seconds(rows, point, attention_s, overlap: str):
+    """(all, exposed) seconds of the CP axis's timed ``rows``. Overlapped (``overlap``), attention's traffic hides
+    behind its blocks: an all-gather of K, V (torch's allgather rotation, waited for at the second block) behind the
+    first block, attention / c; passes around the ring behind the rest; what exceeds them shows. The CP ranks'
+    gradient all-reduce (replicas of the weights) runs after backward, on the critical path, as do Ulysses'
+    all-to-alls (cost/overlap.cp_overlap_default: none)."""
+    from costmodel.formulas.step import exposed_seconds
+
+    gathers = sum((r.seconds for r in rows if r.collective.op == "all-gather"), 0)
+    passes = sum((r.seconds for r in rows if r.collective.op in ("send/recv", "all-to-all")), 0)
+    reduced = sum((r.seconds for r in rows if r.collective.op == "all-reduce"), 0)
+    first = attention_s / point.cp
+    exposed = (exposed_seconds(comm=gathers, hidden_behind=first, overlap=overlap)
+               + exposed_seconds(comm=passes, hidden_behind=attention_s - first, overlap=overlap) + reduced)
+    return gathers + passes + reduced, exposed

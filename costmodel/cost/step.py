@@ -15,6 +15,7 @@ from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
+from costmodel.cost.overlap import cp_seconds
 from costmodel.cost.placement import placement
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
@@ -140,19 +141,6 @@ def slowest_stage(shape, stages, seq_len=None):
     return share, layers
 
 
-def cp_overlap_default(framework, point) -> str:
-    """The CP convention when --cp-overlap is not given. Under a framework, as its attention runs: ring attention
-    passes the next block's K, V while the current block computes (overlap: Transformer Engine's
-    AttnFuncWithCPAndKVP2P, 'overlap current-step compute with next-step communication'; torch's ring attention
-    waits for each rotation only at the next block); Ulysses' all-to-alls (a2a) stand between the projections and
-    attention (none). The exact accounting keeps CP on the critical path (none), as h100-sxm's step fraction was
-    fitted (the DGXC rows' CP 2 passes are ~1% of their steps; refitting with them overlapped gives 0.863 for
-    0.868, which nanotron's fitted time would then have to follow)."""
-    if framework is None:
-        return "none"
-    return "none" if point.cp_kind == "a2a" else "overlap"
-
-
 def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision: str):
     """Matmul time of ``hw_flops`` (whole step) of which ``attention_flops`` are attention's Q K^T and
     A V. bf16: all at the bf16 peak x e. fp8 (Transformer Engine recipes): the linear layers at the fp8
@@ -234,7 +222,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                                  efficiency=hardware.step_model.hbm_efficiency)
     elementwise = elementwise + fsdp_copy_s
     by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0, "ep": 0}
-    for row in timed:
+    for row in [r for r in timed if axis_family(r.collective.axis) != "cp"]:
         family_ = axis_family(row.collective.axis)
         by_axis[family_] = by_axis[family_] + row.seconds
     bubble = pipeline.bubble(point)
@@ -243,10 +231,11 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     tp_exposed = fs.exposed_seconds(comm=by_axis["tp"], hidden_behind=matmul, overlap=tp_overlap)
     compute = matmul + attention_s + elementwise
     p2p_exposed = fs.exposed_seconds(comm=by_axis["pp"], hidden_behind=compute, overlap=p2p_overlap)
-    # context parallelism's K/V passes behind the attention blocks they feed (ring attention); Ulysses' all-to-alls not
-    attention_time = attention_s if kernel is not None else fs.matmul_seconds(
-        flops=attention * imbalance / devices, peak_flops=hardware.flops("bf16"), efficiency=efficiency)
-    cp_exposed = fs.exposed_seconds(comm=by_axis["cp"], hidden_behind=attention_time, overlap=cp_overlap)
+    attention_time = attention_s if kernel is not None else fs.matmul_seconds(  # its recomputation's too
+        flops=(attention + flops.attention_recompute_per_token * global_tokens) * imbalance / devices,
+        peak_flops=hardware.flops("bf16"), efficiency=efficiency)
+    by_axis["cp"], cp_exposed = cp_seconds([r for r in timed if axis_family(r.collective.axis) == "cp"], point,
+                                           attention_time, cp_overlap)
     critical = compute + tp_exposed + cp_exposed + by_axis["ep"] + p2p_exposed
     backward_compute = compute * 2 / 3  # backward is 2 of the 3 matmul passes
     # FSDP gathers and reduces every micro-batch behind its backward (ZeRO-2 reduces so too). DDP and ZeRO-1 reduce once

@@ -179,8 +179,8 @@ def _at(value, i) -> float:
 
 
 def _row(step, i, memory) -> tuple:
-    parts = {k: _at(v, i) for k, v in step.parts.items()}
-    parts["cp_s"] = _at(step.cp_exposed_s, i)  # CP by its exposed share: ring attention hides the rest
+    parts = {k: _at(v, i) for k, v in step.parts.items() if k != "cp_s"}
+    parts["cp_exposed_s"] = _at(step.cp_exposed_s, i)  # CP by its exposed share: ring attention hides the rest
     critical = step.critical_parts
     exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_exposed_s", "ep_s", "p2p_exposed_s",
                                                "data_exposed_s"))
@@ -213,7 +213,7 @@ def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: 
 #: the parts of a step (its breakdown) that add up to its time, as `why` names them; the data axis counts by its
 #: exposed share (data_comm_s is its traffic, mostly hidden)
 WHY_PARTS = {"matmul_s": "matmul time", "attention_s": "flash attention kernels", "elementwise_s": "memory-bound ops",
-             "tp_s": "TP communication", "cp_s": "exposed CP communication", "ep_s": "MoE all-to-alls",
+             "tp_s": "TP communication", "cp_exposed_s": "exposed CP communication", "ep_s": "MoE all-to-alls",
              "p2p_s": "pipeline sends", "framework_s": "the framework's kernels and host floor",
              "data_exposed_s": "exposed data-axis traffic", "optimizer_s": "the optimizer step"}
 

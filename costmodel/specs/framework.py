@@ -236,6 +236,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # the model's own checkpointing (deepspeed.checkpointing wraps what the model code marks): any but
             # torchtitan's per-op policy
             recompute_modes=["none", "selective", "full", "every"],
+            cp_kinds=["a2a"],  # DeepSpeed-Ulysses (deepspeed/sequence/layer.py DistributedAttention): all-to-alls, no ring
             zero_stages=[1, 2, 3],
             hybrid_zero_min=3,  # ZeRO-1/2 partition over the whole data-parallel group; ZeRO++'s hpZ at stage 3
             # (runtime/zero/config.py L294 zero_hpz_partition_size)
