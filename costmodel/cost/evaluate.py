@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from costmodel.cost import checks
 from costmodel.cost.collectives import Timed, step_collectives, timed
 from costmodel.cost.flops import StepFlops, six_n_t, step_flops
-from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, stages_memory
+from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, optimizer_params, stages_memory
 from costmodel.cost.point import QUANTITIES, Point
 from costmodel.cost.stage import stage
 from costmodel.errors import CostModelError
@@ -119,7 +119,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         if hardware.step_model is not None and not (isinstance(point.tokens, int) and point.tokens == 0):
             from costmodel.cost.attention import attention_kernel as kernel_of
             from costmodel.cost.overlap import cp_overlap_default, data_overlap
-            from costmodel.cost.step import optimizer_params, step_time  # time only: memory and comm skip it
+            from costmodel.cost.step import step_time  # time only: memory and comm skip it
 
             hidden, why = data_overlap(framework, point, overlap)
             step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,

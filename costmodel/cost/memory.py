@@ -7,6 +7,7 @@ copies kept for backward, activations. A framework's terms (cost/framework_terms
 
 from __future__ import annotations
 
+import functools
 from dataclasses import field
 
 from costmodel.formulas import memory as mem
@@ -239,3 +240,14 @@ def heaviest_total(stages: list[StageMemory]):
 def heaviest(stages: list[StageMemory]) -> StageMemory:
     """The heaviest stage of a single layout (the first of equals)."""
     return max(stages, key=lambda s: s.reserved_bytes)
+
+
+def optimizer_params(stages, recipe):
+    """Parameters the busiest device's optimizer updates: the optimizer state it holds over the bytes each
+    parameter keeps there (its ZeRO shard; routed experts sharded their own way), the most over the stages
+    (``stages``: cost/memory.StageMemory). Without optimizer states, the master weights (else the weights)."""
+    for name, per_param in (("optimizer", recipe.optimizer_bytes), ("master_weights", recipe.master_bytes),
+                            ("weights", recipe.weight_bytes)):
+        if per_param:
+            return functools.reduce(maximum, [s.components.get(name, 0) / per_param for s in stages])
+    return 0

@@ -8,7 +8,6 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 
 from __future__ import annotations
 
-import functools
 
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
@@ -289,14 +288,3 @@ def host_floor(ft, hardware, point, layers):
     pipeline_across = where(above_one(placement(hardware, point, "pp").domains), 1, 0)
     per_layer = ft.layer_floor_s * tp_nodes + ft.pipeline_tp_rank_s * point.tp * pipeline_across
     return fs.host_floor_seconds(micro_batches=point.micro_steps, layers=layers, per_layer=per_layer)
-
-
-def optimizer_params(stages, recipe):
-    """Parameters the busiest device's optimizer updates: the optimizer state it holds over the bytes each
-    parameter keeps there (its ZeRO shard; routed experts sharded their own way), the most over the stages
-    (``stages``: cost/memory.StageMemory). Without optimizer states, the master weights (else the weights)."""
-    for name, per_param in (("optimizer", recipe.optimizer_bytes), ("master_weights", recipe.master_bytes),
-                            ("weights", recipe.weight_bytes)):
-        if per_param:
-            return functools.reduce(maximum, [s.components.get(name, 0) / per_param for s in stages])
-    return 0
