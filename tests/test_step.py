@@ -550,3 +550,33 @@ def test_torchtitan_runs_its_own_recompute_modes():
         assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
             "error: --framework torchtitan recomputes with --recompute none|full|every:K|op, not selective (Megatron's: "
             "the attention core)"], refused.stderr
+
+
+def test_fsdp2_copies_inside_pipeline_stages_add_the_gradient_accumulation():
+    """torchtitan with FSDP inside pipeline stages (2 stages of 4 shards, 8 micro-batches): the step's FSDP2 copies
+    are each gather's copy-out (2 S), each reduce-scatter's copy-in from the fp32 accumulator (read 4, write 4 B per
+    element: 2 S) and the accumulation itself, the first micro-batch cast to fp32 (2 + 4 B per element) and the 7
+    later ones added in (2 + 4 + 4 B), at the HBM rate the memory-bound ops get (torch measured in
+    tests/test_torch_distributed_llama.py); without a pipeline there is no accumulation."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_hardware, load_model, load_recipe
+
+    h100, m = load_hardware("h100-sxm"), 8
+    cost = evaluate_layout(load_model("llama3-8b"), load_recipe("fsdp2"), Layout(pp=2, fsdp=4, microbatches=m,
+                           tokens=8192), h100, framework=FRAMEWORKS["torchtitan"])
+    total = 0
+    for c in (r.collective for r in cost.collectives if r.collective.axis == "fsdp"):
+        if c.op == "all-gather":
+            total += c.calls * 2 * c.buffer_bytes
+        elif c.op == "reduce-scatter":
+            elements = c.buffer_bytes / 4  # the fp32 reduce-scatter input
+            total += c.calls * (2 * c.buffer_bytes + elements * (2 + 4) + (m - 1) * elements * (2 + 4 + 4))
+    rate = h100.hbm.bandwidth_bytes_per_s * h100.step_model.hbm_efficiency
+    assert cost.step.fsdp_copy_s == pytest.approx(total / rate, rel=1e-12)
+    flat = evaluate_layout(load_model("llama3-8b"), load_recipe("fsdp2"), Layout(fsdp=8, tokens=8192, grad_accum=m), h100,
+                           framework=FRAMEWORKS["torchtitan"])
+    copies = sum(c.calls * (2 * c.buffer_bytes if c.op == "all-gather" else c.buffer_bytes * (1 + 2 / 4))
+                 for c in (r.collective for r in flat.collectives if r.collective.axis == "fsdp"))
+    assert flat.step.fsdp_copy_s == pytest.approx(copies / rate, rel=1e-12)  # bf16 gradients cast in, no accumulator
