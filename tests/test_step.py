@@ -212,6 +212,8 @@ def test_cp_traffic_hides_behind_attention_where_ring_attention_overlaps_it():
         traffic(ring, "all-reduce") + max(0.0, traffic(ring, "send/recv") - ring.step.attention_s / 2), abs=1e-15)
     ulysses = cost("megatron", "megatron", layout={"zero": 1, "cp_kind": "a2a"}).step
     assert ulysses.cp_overlap == "none" and ulysses.cp_exposed_s == ulysses.cp_s > 0
+    forced = cost("megatron", "megatron", layout={"zero": 1, "cp_kind": "a2a"}, cp_overlap="overlap").step
+    assert forced.cp_exposed_s == forced.cp_s  # an all-to-all feeds attention: nothing to hide it behind
     assert cost("deepspeed", "cs336", layout={"zero": 1}).step.cp_overlap == "none"  # Ulysses, its only kind
     assert titan.step.step_s < cost("torchtitan", cp_overlap="none").step.step_s
 

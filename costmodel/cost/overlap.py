@@ -63,14 +63,14 @@ def cp_seconds(rows, point, attention_s, overlap: str):
     """(all, exposed) seconds of the CP axis's timed ``rows``. Overlapped (``overlap``), attention's traffic hides
     behind its blocks: an all-gather of K, V (torch's allgather rotation, waited for at the second block) behind the
     first block, attention / c; passes around the ring behind the rest; what exceeds them shows. The CP ranks'
-    gradient all-reduce (replicas of the weights) runs after backward, on the critical path, as do Ulysses'
-    all-to-alls (cost/overlap.cp_overlap_default: none)."""
+    gradient all-reduce (replicas of the weights) runs after backward and Ulysses' all-to-alls stand between the
+    projections and attention: on the critical path either way."""
     from costmodel.formulas.step import exposed_seconds
 
     gathers = sum((r.seconds for r in rows if r.collective.op == "all-gather"), 0)
-    passes = sum((r.seconds for r in rows if r.collective.op in ("send/recv", "all-to-all")), 0)
-    reduced = sum((r.seconds for r in rows if r.collective.op == "all-reduce"), 0)
+    passes = sum((r.seconds for r in rows if r.collective.op == "send/recv"), 0)
+    never = sum((r.seconds for r in rows if r.collective.op not in ("all-gather", "send/recv")), 0)
     first = attention_s / point.cp
     exposed = (exposed_seconds(comm=gathers, hidden_behind=first, overlap=overlap)
-               + exposed_seconds(comm=passes, hidden_behind=attention_s - first, overlap=overlap) + reduced)
-    return gathers + passes + reduced, exposed
+               + exposed_seconds(comm=passes, hidden_behind=attention_s - first, overlap=overlap) + never)
+    return gathers + passes + never, exposed
