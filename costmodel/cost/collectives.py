@@ -20,7 +20,7 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     """What one device of stage ``st`` joins in one step, axis by axis."""
     role = st.role
     out = data.collectives(params=st.params - st.expert_params, root_params=st.root_params, layers=st.layers,
-                           recipe=recipe, point=point.sharding)  # with a framework's CP ranks folded into its shards
+                           recipe=recipe, point=point)
     if shape.moe:
         out += expert.data_collectives(params=st.expert_params, layers=st.moe_layers, recipe=recipe, point=point)
     recomputed = recomputed_layers(st.layers, point)

@@ -17,6 +17,7 @@ from costmodel.cost.collectives import Timed, step_collectives, timed
 from costmodel.cost.flops import StepFlops, six_n_t, step_flops
 from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, optimizer_params, stages_memory
 from costmodel.cost.point import QUANTITIES, Point
+from costmodel.cost.runs import cp_kinds
 from costmodel.cost.stage import stage
 from costmodel.errors import CostModelError
 from costmodel.cost.shape import Shape
@@ -144,11 +145,10 @@ def fsdp2_copies(framework, recipe, point, rows):
     from costmodel.cost.memory_bound import fsdp2_copy_bytes
     from costmodel.parallel.data import fsdp_active, fsdp_in_pipeline
 
-    sharding = point.sharding
     copies = fsdp2_copy_bytes([row.collective for row in rows], grad_bytes=recipe.compute_bytes,
-                              reduce_bytes=framework.reduce_bytes(recipe), pipelined=fsdp_in_pipeline(sharding),
+                              reduce_bytes=framework.reduce_bytes(recipe), pipelined=fsdp_in_pipeline(point),
                               microbatches=point.microbatches)
-    return where(fsdp_active(point.zero, sharding.fsdp), copies, 0)
+    return where(fsdp_active(point.zero, point.sharding.fsdp), copies, 0)
 
 
 def comm_recipe(recipe, framework):
@@ -182,8 +182,8 @@ def evaluate_layout(model, recipe, layout, hardware=None, *, framework=None, **o
     point = Point.of(layout)
     if framework is not None and layout.split is None:
         point = replace(point, split=framework.split)
-    if framework is not None and layout.cp_kind is None and framework.cp_kinds:  # its own context parallelism
-        point = replace(point, cp_kind=framework.cp_kinds[0])
+    if layout.cp_kind is None:  # the framework's own context parallelism, else ring
+        point = replace(point, cp_kind=cp_kinds(framework)[0])
     return evaluate(layout_shape(model, layout), recipe, point, hardware, framework=framework, **options)
 
 

@@ -81,7 +81,7 @@ def components(recipe, point, *, params, activation_bytes, weight_copies, expert
     out = state_components(params=params, recipe=recipe, zero=point.zero, fsdp=point.sharding.fsdp,
                            expert_params=expert_params, expert_fsdp=expert.expert_shards(point))
     if point.zero == 3 and present(point.pp):  # FSDP inside pipeline stages syncs once per step: unsharded until then
-        out["unsharded_grads"] = where(data.fsdp_in_pipeline(point.sharding), mem.pipelined_fsdp_grad_bytes(
+        out["unsharded_grads"] = where(data.fsdp_in_pipeline(point), mem.pipelined_fsdp_grad_bytes(
             params=params, reduce_bytes=recipe.grad_comm_bytes if reduce_bytes is None else reduce_bytes), 0)
     out["weight_copies"] = weight_copies
     out["activations"] = mem.sharded_activation_bytes_per_device(

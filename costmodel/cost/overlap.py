@@ -59,8 +59,8 @@ def cp_overlap_default(framework, point) -> str:
     return "none" if point.cp_kind == "a2a" else "overlap"
 
 
-def cp_seconds(rows, point, attention_s, overlap: str):
-    """(all, exposed) seconds of the CP axis's timed ``rows``. Overlapped (``overlap``), attention's traffic hides
+def cp_exposed_seconds(rows, point, attention_s, overlap: str):
+    """Seconds of the CP axis's timed ``rows`` left on the critical path. Overlapped (``overlap``), attention's traffic hides
     behind its blocks: an all-gather of K, V (torch's allgather rotation, waited for at the second block) behind the
     first block, attention / c; passes around the ring behind the rest; what exceeds them shows. The CP ranks'
     gradient all-reduce (replicas of the weights) runs after backward and Ulysses' all-to-alls stand between the
@@ -71,6 +71,5 @@ def cp_seconds(rows, point, attention_s, overlap: str):
     passes = sum((r.seconds for r in rows if r.collective.op == "send/recv"), 0)
     never = sum((r.seconds for r in rows if r.collective.op not in ("all-gather", "send/recv")), 0)
     first = attention_s / point.cp
-    exposed = (exposed_seconds(comm=gathers, hidden_behind=first, overlap=overlap)
-               + exposed_seconds(comm=passes, hidden_behind=attention_s - first, overlap=overlap) + never)
-    return gathers + passes + never, exposed
+    return (exposed_seconds(comm=gathers, hidden_behind=first, overlap=overlap)
+            + exposed_seconds(comm=passes, hidden_behind=attention_s - first, overlap=overlap) + never)

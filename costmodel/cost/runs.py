@@ -20,6 +20,11 @@ def recompute_flags(modes) -> str:
     return "|".join("every:K" if m == "every" else m for m in modes)
 
 
+def cp_kinds(framework) -> tuple:
+    """The --cp-kind values a framework runs, its default first (no framework, or one that names none: ring, a2a)."""
+    return tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else GENERIC_CP_KINDS
+
+
 def named_shards(point, folded: bool) -> str:
     """The data axis's shards as the flags give them: --fsdp N, or --fsdp N x --cp c where CP is folded in."""
     return f"--fsdp {point.fsdp} x --cp {point.cp}" if folded else f"--fsdp {point.fsdp}"
@@ -48,7 +53,7 @@ def check_runs(framework, point, *, experts: bool = False) -> None:
     if only_fsdp and point.zero == 0 and sharded:
         raise CostModelError(f"--framework {framework.name} shards its data axis ({named}) with FSDP whenever it has "
                              f"shards: give --zero 3 (DDP runs over --dp replicas alone)")
-    kinds = framework.cp_kinds or GENERIC_CP_KINDS
+    kinds = cp_kinds(framework)
     if isinstance(point.cp, int) and point.cp > 1 and point.cp_kind not in kinds:
         raise CostModelError(f"--framework {framework.name} runs context parallelism as --cp-kind "
                              f"{'|'.join(kinds)}, not {point.cp_kind}")

@@ -14,7 +14,7 @@ from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
 from costmodel.cost.flops import StepFlops
 from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
-from costmodel.cost.overlap import cp_seconds
+from costmodel.cost.overlap import cp_exposed_seconds
 from costmodel.cost.placement import placement
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
@@ -154,7 +154,7 @@ def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision
 
 def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Timed],
               overlap: str = "overlap", stages=None, precision: str = "bf16", tp_overlap: str = "none",
-              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None, cp_overlap=None,
+              p2p_overlap: str = "none", framework_time=None, attention_kernel: str | None = None, cp_overlap: str = "none",
               optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused",
               fsdp_copy_bytes=0) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
@@ -164,7 +164,6 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
     optimizer step of ``optimizer_params`` (:func:`optimizer_params`) after the last backward; FSDP2's copies of
     ``fsdp_copy_bytes`` per step with the memory-bound ops (cost/memory_bound.fsdp2_copy_bytes)."""
-    cp_overlap = cp_overlap if cp_overlap is not None else "none"
     for flag, value in (("--data-overlap", overlap), ("--tp-overlap", tp_overlap), ("--p2p-overlap", p2p_overlap),
                         ("--cp-overlap", cp_overlap)):
         if isinstance(value, str) and value not in OVERLAPS:
@@ -221,7 +220,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                                  efficiency=hardware.step_model.hbm_efficiency)
     elementwise = elementwise + fsdp_copy_s
     by_axis = {"tp": 0, "cp": 0, "pp": 0, "data": 0, "ep": 0}
-    for row in [r for r in timed if axis_family(r.collective.axis) != "cp"]:
+    for row in timed:
         family_ = axis_family(row.collective.axis)
         by_axis[family_] = by_axis[family_] + row.seconds
     bubble = pipeline.bubble(point)
@@ -233,8 +232,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     attention_time = attention_s if kernel is not None else fs.matmul_seconds(  # its recomputation's too
         flops=(attention + flops.attention_recompute_per_token * global_tokens) * imbalance / devices,
         peak_flops=hardware.flops("bf16"), efficiency=efficiency)
-    by_axis["cp"], cp_exposed = cp_seconds([r for r in timed if axis_family(r.collective.axis) == "cp"], point,
-                                           attention_time, cp_overlap)
+    cp_exposed = cp_exposed_seconds([r for r in timed if axis_family(r.collective.axis) == "cp"], point,
+                                    attention_time, cp_overlap)
     critical = compute + tp_exposed + cp_exposed + by_axis["ep"] + p2p_exposed
     backward_compute = compute * 2 / 3  # backward is 2 of the 3 matmul passes
     # FSDP gathers and reduces every micro-batch behind its backward (ZeRO-2 reduces so too). DDP and ZeRO-1 reduce once
@@ -247,7 +246,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     hidden = where(every_micro_batch, backward_compute, per_step)
     # FSDP inside pipeline stages reduces once, after the stage's last backward (perform_reduce_grad): no compute
     # left to hide those reductions behind
-    tail = where(fsdp_in_pipeline(point.sharding), sum((row.seconds for row in timed if row.collective.phase == "backward"
+    tail = where(fsdp_in_pipeline(point), sum((row.seconds for row in timed if row.collective.phase == "backward"
                                                and row.collective.axis in ("fsdp", "dp")
                                                and row.collective.op != "all-gather"), 0), 0)
     exposed = fs.exposed_seconds(comm=by_axis["data"] - tail, hidden_behind=hidden, overlap=overlap) + tail

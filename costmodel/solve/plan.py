@@ -19,7 +19,7 @@ import itertools
 import time
 from dataclasses import field, replace
 
-from costmodel.cost.runs import CP_INSIDE_DATA, GENERIC_CP_KINDS
+from costmodel.cost.runs import CP_INSIDE_DATA, cp_kinds
 from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
@@ -107,7 +107,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
     cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
-    kinds = tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else GENERIC_CP_KINDS
+    kinds = cp_kinds(framework)
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)

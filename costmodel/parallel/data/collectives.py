@@ -30,6 +30,7 @@ def collectives(*, params, root_params, layers, recipe, point) -> list[Collectiv
     not modelled; tests/test_torch_distributed_llama.py). HSDP's replicas all-reduce each unit's shard after its
     reduce-scatter (FSDP2 foreach_reduce), as often.
     """
+    point = point.sharding  # with a framework's CP ranks folded into the shards (cost/point.py)
     grads = recipe.grad_comm_bytes * params
     fsdp, dp, zero = point.fsdp, point.dp, point.zero
     if zero == 0 or not present(fsdp):

@@ -41,9 +41,10 @@ def fsdp_casts_module(zero: int, fsdp, cp):
 
 
 def fsdp_in_pipeline(point):
-    """Whether FSDP shards weights inside pipeline stages (ZeRO-3 over fsdp > 1, pp > 1), where torch's stages sync
-    gradients once per step (parallel/data/collectives.py). A bool, or per element for arrays."""
-    return both(fsdp_active(point.zero, point.fsdp), above_one(point.pp))
+    """Whether FSDP shards weights inside pipeline stages (ZeRO-3 over more than one shard, pp > 1; the shards of
+    the point's data-axis view, Point.sharding), where torch's stages sync gradients once per step
+    (parallel/data/collectives.py). A bool, or per element for arrays."""
+    return both(fsdp_active(point.zero, point.sharding.fsdp), above_one(point.pp))
 
 
 def runs_autocast(recipe, point):
