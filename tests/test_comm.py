@@ -232,3 +232,19 @@ def test_a_pipeline_across_tpu_pods_sends_over_dcn():
     tpu = load_hardware("tpu-v4")
     assert placement(tpu, Point.of(Layout(tp=8, fsdp=256, pp=4, microbatches=4, tokens=8192)), "pp").dcn is True
     assert placement(tpu, Point.of(Layout(tp=8, fsdp=256, pp=2, microbatches=4, tokens=8192)), "pp").dcn is False
+
+
+@pytest.mark.parametrize("nodes, per_node", [(2, 8), (2, 4), (4, 2), (8, 1)])
+def test_all_to_all_across_nodes_sends_the_other_nodes_share_over_the_nics(nodes, per_node):
+    """A rank's all-to-all buffer of S bytes goes S / n to each of the n = N g ranks: (N - 1)/N of it to the other
+    nodes' ranks over the NICs (48 GB/s a GPU as NCCL's topology sees H100's), (g - 1)/(N g) over NVLink (370.8 GB/s)
+    at the same time, the NICs' share the slower: on 8 nodes of 1 GPU the flat ring's (n - 1)/n, on 2 nodes half."""
+    from costmodel.cost.network import collective_seconds
+    from costmodel.cost.placement import Placement
+
+    h100, size = load_hardware("h100-sxm"), 2**30
+    where_ = Placement("ep", nodes * per_node, per_node, nodes)
+    latency = collective_seconds(h100, op="all-to-all", buffer_bytes=0, where_=where_)
+    seconds = collective_seconds(h100, op="all-to-all", buffer_bytes=size, where_=where_) - latency
+    assert seconds == pytest.approx((nodes - 1) / nodes * size / 48e9, rel=1e-12)
+    assert (per_node - 1) / (nodes * per_node) * size / 370.8e9 < seconds

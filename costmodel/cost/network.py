@@ -209,14 +209,18 @@ def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, al
 def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> LinkCost:
     """A group spanning domains: a calibration fitted across them (flat), else two levels:
     all-reduce = reduce-scatter in the domain + all-reduce of S/g across + all-gather in the domain;
-    all-gather, reduce-scatter = across (S/g) + inside; the rest cross the NICs as one group."""
+    all-gather, reduce-scatter = across (S/g) + inside; all-to-all = the node-crossing share over the NICs, the
+    rest over NVLink at once; the rest cross the NICs as one group."""
     fast, slow = _levels(hardware)
     cal = calibration(hardware, op, slow.name, where_.ranks, algorithm)
-    if cal or op not in HIERARCHICAL:
+    if cal or op not in HIERARCHICAL + ("all-to-all",):
         return one_level_cost(slow, op, where_.ranks, "ring", cal)
     g, nodes = where_.per_domain, where_.domains
     shape = dict(gpus_per_node=g, nodes=nodes, intra_bandwidth=fast.bandwidth_bytes_per_s * (fast.efficiency or 1.0),
                  inter_bandwidth=slow.bandwidth_bytes_per_s * (slow.efficiency or 1.0))
+    if op == "all-to-all":  # one grouped exchange: the network's latency, the NICs' share and NVLink's at once
+        return LinkCost(one_level_cost(slow, op, where_.ranks, "ring", None).latency,
+                        ct.hierarchical_all_to_all_per_byte(**shape))
     inside = where(above_one(g), fast.latency_s or 0.0, 0.0)  # a ring in the node, if the node holds more than one
     across = slow.latency_s or 0.0
     if op == "all-reduce":

@@ -9,6 +9,7 @@ Every time here is affine in S, t = alpha + beta S: each algorithm has a ``*_sec
 from __future__ import annotations
 
 from costmodel.formulas.comms import nvls_factor, ring_factor
+from costmodel.mathops import maximum
 
 
 def ring_seconds_per_byte(*, ranks, bandwidth, passes):
@@ -57,6 +58,18 @@ def hierarchical_allreduce_per_byte(*, gpus_per_node, nodes, intra_bandwidth, in
     inside = ring_seconds_per_byte(ranks=gpus_per_node, bandwidth=intra_bandwidth, passes=1)
     across = ring_seconds_per_byte(ranks=nodes, bandwidth=inter_bandwidth, passes=2) / gpus_per_node
     return 2 * inside + across
+
+
+def hierarchical_all_to_all_per_byte(*, gpus_per_node, nodes, intra_bandwidth, inter_bandwidth):
+    """All-to-all across N nodes of g GPUs, each GPU on its own NIC: of the S bytes a rank sends (S / N g to each),
+    (N - 1)/N go to ranks on other nodes through the NICs (NCCL's PXN may relay a message over NVLink to the GPU on
+    the receiver's rail, but the node's g NICs still carry g such shares) and (g - 1)/(N g) to the others in its
+    node over NVLink, at the same time: beta = max((N-1)/N / B_out, (g-1)/(N g) / B_in). The node-level share is
+    the issue's "(n - 1)/n across the slowest level" with n the nodes: the ranks of the sender's own node are
+    reached without it."""
+    across = (nodes - 1) / nodes / inter_bandwidth
+    inside = (gpus_per_node - 1) / (nodes * gpus_per_node) / intra_bandwidth
+    return maximum(across, inside)
 
 
 def hierarchical_gather_per_byte(*, gpus_per_node, nodes, intra_bandwidth, inter_bandwidth):
