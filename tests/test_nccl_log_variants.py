@@ -117,6 +117,22 @@ def test_nonzero_errors_are_refused_in_either_spelling(tmp_path):
         assert_refused(run(["import", "nccl-tests", str(path)]), "wrong results")
 
 
+def test_before_2_13_the_error_column_is_a_deviation_judged_as_nccl_tests_judged_it(tmp_path):
+    """Before 2.13 the column is 'error': the largest deviation from the expected sum ('%5.0le'), which nccl-tests
+    counted wrong above 1e-5 x (n - 1) for float (src/common.cu DeltaMaxValue): 2e-07 on 8 ranks is a correct run
+    (read as the shipped log), 1e-03 is not."""
+    header = "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error"
+
+    def old(delta):
+        out = [header if line.lstrip().startswith("#") and "size" in line and "count" in line else line
+               for line in lines()]
+        return [("  ".join(t[:4] + [v if i not in (3, 7) else delta for i, v in enumerate(t[5:])])
+                 if line.strip() and (t := line.split())[0].isdigit() else line) for line in out]
+
+    assert measured(write(tmp_path, old("2e-07"))) == plain()
+    assert_refused(run(["import", "nccl-tests", str(write(tmp_path, old("1e-03")))]), "tolerance for float on 8 ranks")
+
+
 def test_per_iteration_columns_and_timestamps(tmp_path):
     """-I 1 adds i_min i_max i_p99 i_cv% after each placement's #wrong; -S 1 ends each row with a timestamp."""
     header = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max"

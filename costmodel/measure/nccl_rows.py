@@ -80,6 +80,7 @@ class _Layout:
     widths: tuple  # columns per placement: time algbw busbw [#wrong | error] [i_min i_max i_p99 i_cv%]
     wrong: tuple  # the #wrong / error column's offset in each, or None
     lead: int | None = None  # the header's columns before the first time (size count type redop root: 5)
+    delta: bool = False  # the column is 'error' (before 2.13): the largest deviation from the expected result
 
     @property
     def width(self) -> int:
@@ -102,7 +103,7 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
         raise CostModelError(f"{path}:{lineno}: the column header names {shown(unknown[0], 20)}, which no nccl-tests "
                              f"version prints after 'time': {shown(' '.join(columns))}")
     wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
-    return _Layout(tuple(len(g) for g in groups), wrong, starts[0])
+    return _Layout(tuple(len(g) for g in groups), wrong, starts[0], delta="error" in groups[0])
 
 
 #: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.11)
@@ -140,8 +141,36 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
     for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
         chunk, start = fields[start:start + width], start + width
         if size:
-            out.append(measurement(size, count, dtype, placement, chunk[:3],
-                                   None if wrong is None else chunk[wrong], f"{path}:{lineno}"))
+            where = f"{path}:{lineno}"
+            if layout.delta and wrong is not None and chunk[wrong] != "N/A":  # a deviation: judged by delta_checked
+                row = measurement(size, count, dtype, placement, chunk[:3], None, where)
+                out.append({**row, DELTA: (_number(chunk[wrong], where, None, "error"), where)})
+            else:
+                out.append(measurement(size, count, dtype, placement, chunk[:3],
+                                       None if wrong is None else chunk[wrong], where))
+    return out
+
+
+#: a row's key for its 'error' column (before nccl-tests 2.13) and line, until :func:`delta_checked` takes it
+DELTA = "_max_delta"
+#: the largest deviation per rank nccl-tests before 2.13 accepts for each type (src/common.cu DeltaMaxValue, at
+#: NVIDIA/nccl-tests@51af557^ L110-126; integers: 1e-200, i.e. none); its check: delta > this x (n - 1), L464
+DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
+
+
+def delta_checked(rows: list[dict], ranks: int) -> list[dict]:
+    """The rows without their 'error' deviations, each refused where nccl-tests itself counted it wrong: above its
+    type's tolerance times n - 1 (n: the ranks)."""
+    out = []
+    for row in rows:
+        if DELTA in row:
+            delta, where = row[DELTA]
+            if delta > DELTA_MAX.get(row["dtype"], 1e-200) * (ranks - 1):
+                raise CostModelError(f"{where}: error = {delta:g} ({row['placement']}): above nccl-tests' own "
+                                     f"tolerance for {row['dtype'] or 'its type'} on {ranks} ranks, so it counted "
+                                     "wrong results in this row; rerun before timing it")
+            row = {k: v for k, v in row.items() if k != DELTA}
+        out.append(row)
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEVICES
-from costmodel.measure.nccl_rows import data_row, is_row, layout_of, unlabelled
+from costmodel.measure.nccl_rows import data_row, delta_checked, is_row, layout_of, unlabelled
 from costmodel.inputs.files import shown
 from costmodel.measure.results import COLLECTIVES, FORMAT, canonical_algorithm, canonical_collective
 from costmodel.record import record
@@ -166,8 +166,8 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
             raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has no data rows")
         env = world_of(section, given, environment, path)
         environment = environment or env
-        runs.append({"collective": section.collective, "algorithm": algorithm, "rows": section.rows,
-                     "environment": env})
+        runs.append({"collective": section.collective, "algorithm": algorithm,
+                     "rows": delta_checked(section.rows, env["world_size"]), "environment": env})
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)]},
