@@ -173,9 +173,9 @@ def test_critical_path_sums_to_the_step_and_overlap_hides(tp_overlap, p2p_overla
             "--microbatches", "16", "--json"]
     data = json.loads(subprocess.run(base + ["--tp-overlap", tp_overlap, "--p2p-overlap", p2p_overlap],
                                      capture_output=True, text=True, check=True).stdout)
-    parts = data["critical_path"]
+    parts = data["breakdown"]
     assert sum(parts.values()) == pytest.approx(data["step_s"], rel=1e-12)
-    tp, matmul = data["breakdown"]["tp_s"], data["breakdown"]["matmul_s"]
+    tp, matmul = data["totals"]["tp_s"], data["totals"]["matmul_s"]
     assert parts["tp_exposed_s"] == (tp if tp_overlap == "none" else pytest.approx(max(0.0, tp - matmul)))
     assert data["overlaps"] == {"data": "overlap", "tp": tp_overlap, "p2p": p2p_overlap, "cp": "none"}
 

@@ -76,7 +76,7 @@ def test_step_json_has_the_framework_part_and_its_band():
                           "--grad-accum", "128", "--json"], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert data["breakdown"]["framework_s"] > 0
-    assert sum(data["critical_path"].values()) == pytest.approx(data["step_s"], rel=1e-9)
+    assert sum(data["breakdown"].values()) == pytest.approx(data["step_s"], rel=1e-9)
     assert data["step_s_low"] == pytest.approx(data["step_s"] / (1 + T.error_high), rel=1e-12)
     assert data["step_s_high"] == pytest.approx(data["step_s"] / (1 + T.error_low), rel=1e-12)
     assert data["overlaps"]["data"] == "none"  # the fitted time's data traffic is unoverlapped, whatever --data-overlap says

@@ -71,7 +71,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "expert_matmul_efficiency": b.expert_efficiency, "overlap": b.overlap,
             "attention_kernel": b.attention_kernel or "gemm", "document_tokens": cost.point.document,
             "attention_flops_per_s": dict(zip(("fwd", "bwd"), b.attention_rates)) if b.attention_rates else None,
-            "breakdown": b.parts, "critical_path": b.critical_parts, "fsdp_copy_s": b.fsdp_copy_s,
+            "breakdown": b.critical_parts, "totals": b.parts, "fsdp_copy_s": b.fsdp_copy_s,
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap, "cp": b.cp_overlap},
             "data_overlap_source": b.overlap_why,
             "step_model_source": hardware.step_model.source,
