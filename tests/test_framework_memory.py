@@ -564,6 +564,18 @@ def test_solve_fsdp_with_a_framework_is_the_smallest_n_that_fits():
     assert need(answer.n_fsdp) < limit <= need(answer.n_fsdp - 1)
 
 
+def test_solve_fsdp_with_a_framework_answers_one_where_no_sharding_is_needed():
+    """Where the unsharded layout fits, the fewest shards is 1, not the search's first N of 2."""
+    from costmodel.solve.fsdp import solve_fsdp
+
+    model = load_model("llama3-70b")
+    layout = Layout(fsdp=2, zero=1, tokens=4096, tp=8, pp=4, microbatches=8, sp=True, recompute="full")
+    one = evaluate_layout(model, MEGATRON, layout.model_copy(update={"fsdp": 1}), framework=NANOTRON).memory_bytes \
+        + NANOTRON.outside_allocator_bytes
+    assert solve_fsdp(model, MEGATRON, layout, one * 1.01, NANOTRON).n_fsdp == 1
+    assert solve_fsdp(model, MEGATRON, layout, one * 0.99, NANOTRON).n_fsdp > 1
+
+
 @pytest.mark.parametrize("dp, tokens, limit_gb", [(1, 4096, 85.52), (1, 512, 85.52), (1, 512, 300), (4, 4096, 214.7),
                                                    (4, 4096, 166.4)])
 def test_solve_fsdp_with_a_framework_and_experts_searches_the_admissible_n(dp, tokens, limit_gb):

@@ -115,8 +115,8 @@ def admissible(model, layout: Layout, most: int) -> tuple[int, object]:
 
 def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework) -> FsdpAnswer:
     """Bisection over the admissible N (:func:`admissible`) from 2 to as many as the device bound leaves (the
-    framework's peak is non-increasing in N); N = 1 first where the framework shards over the CP ranks too
-    (``cp_in_data``), which then holds 1/c of the sharded state already."""
+    framework's peak is non-increasing in N); N = 1 first (without experts): no shards, or where the framework
+    shards over the CP ranks too (``cp_in_data``), 1/c of the sharded state already."""
     from costmodel.inputs.bounds import DEVICES
 
     count, shards = admissible(model, layout, DEVICES // (layout.dp * layout.tp * layout.pp * layout.cp))
@@ -131,8 +131,11 @@ def _search(model, recipe: Recipe, layout: Layout, limit_bytes: float, framework
     most = shards(count - 1)
     if floor >= limit_bytes:
         return FsdpAnswer(None, math.inf, floor, 0.0, limit_bytes, None, searched=True, most=most)
-    if framework.cp_in_data and layout.cp > 1 and layout.ep == 1:  # N = 1 already shards over the c CP ranks
-        one = memory_at(model, recipe, layout, 1, framework)
+    if layout.ep == 1:  # N = 1: no shards, or where the framework folds CP in, the c CP ranks' own
+        try:
+            one = memory_at(model, recipe, layout, 1, framework)
+        except CostModelError:  # a layout the framework does not run unsharded: the search below answers
+            one = math.inf
         if one < limit_bytes:
             return FsdpAnswer(1, 0.0, floor, one - floor, limit_bytes, None, searched=True, most=most)
     low, high = -1, count - 1  # need(high) < limit; nothing at or below low fits
