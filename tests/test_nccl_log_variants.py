@@ -70,6 +70,31 @@ def test_nccl_debug_and_launcher_lines_are_not_the_table(tmp_path):
     assert measured(write(tmp_path, noisy)) == plain()
 
 
+def test_nccl_says_which_algorithm_the_environment_set(tmp_path):
+    """NCCL_DEBUG=INFO prints 'NCCL_ALGO set by environment to X' (src/graph/tuning.cc L372): its word names the run's
+    algorithm over the file name's; a list or an exclusion leaves NCCL a choice ('auto')."""
+    def with_info(value):
+        return write(tmp_path, ["host:1:1 [0] NCCL INFO NCCL_ALGO set by environment to " + value] + lines(), "log.out")
+
+    assert imported(with_info("Tree"))["runs"][0]["algorithm"] == "tree"
+    assert imported(with_info("^NVLS"))["runs"][0]["algorithm"] == "auto"
+    assert_refused(run(["import", "nccl-tests", str(with_info("Spiral"))]), "log.out:1: NCCL_ALGO: unknown algorithm")
+
+
+def test_a_run_under_nvls_prices_what_the_tuner_gives_each_op(tmp_path):
+    """NCCL_ALGO=NVLS: an all-gather takes NCCL's NVLS all-gather (the tuner has it); an all-to-all takes no
+    collective algorithm (it runs as sends), so it is priced as without NCCL_ALGO."""
+    gather = LOG.with_name("all_gather_ring.out").read_text()
+    nvls = write(tmp_path, gather.splitlines(), "all_gather_nvls.out")
+    rows = json.loads(run(["validate", str(nvls), "--hardware", "h100-sxm", "--json"]).stdout)["rows"]
+    assert {r["assumed"].split("/")[0] for r in rows} == {"nvls"}
+    alltoall = [line.replace("all_gather_perf", "alltoall_perf") for line in gather.splitlines()]
+    as_nvls, as_auto = write(tmp_path, alltoall, "alltoall_nvls.out"), write(tmp_path, alltoall, "alltoall.out")
+    times = [[r["predicted_s"] for r in json.loads(run(["validate", str(p), "--hardware", "h100-sxm", "--json"]).stdout)
+              ["rows"]] for p in (as_nvls, as_auto)]
+    assert times[0] == times[1]
+
+
 def test_launcher_timestamps_and_mpich_ranks_are_stripped(tmp_path):
     for prefix in ("2025-03-05T22:09:44.123456789Z ", "Mar 05 22:09:44 ", "[0] ", "2025-03-05T22:09:44Z 0: ",
                    "node01: "):  # ... pdsh, DeepSpeed's multi-node launcher

@@ -118,6 +118,16 @@ def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, sc
     return one_level_cost(level, op, ranks, formula, cal, scale).seconds(buffer_bytes)
 
 
+#: the ops NCCL runs as point-to-point sends (all-to-all, gather, scatter, send/recv): NCCL_ALGO does not apply to them
+POINT_TO_POINT = ("all-to-all", "gather", "scatter", "send/recv")
+
+
+def applied_algorithm(op: str, algorithm: str) -> str:
+    """The algorithm a log's NCCL_ALGO gives ``op``: its own for NCCL's collectives; for the point-to-point ops,
+    which take none, 'auto' in place of a collective algorithm (ring stays: a calibration's name for them)."""
+    return "auto" if op in POINT_TO_POINT and algorithm not in ("auto", "ring") else algorithm
+
+
 def formula_for(op: str, algorithm: str) -> str:
     """The formula an algorithm name selects: nvls (all-reduce only) or ring (ring, tree, auto)."""
     if op not in comms.MODELLED:

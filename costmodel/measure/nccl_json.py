@@ -11,7 +11,7 @@ from costmodel.inputs.bounds import DEVICES, MESSAGE
 from costmodel.inputs.files import shown
 from costmodel.measure.nccl_rows import measurement
 from costmodel.measure.nccl_tests import Hints, Section, infer_algorithm, nccl_version_of, program_of, world_of
-from costmodel.measure.results import FORMAT, canonical_algorithm, canonical_collective
+from costmodel.measure.results import FORMAT, algorithm_set_by, canonical_algorithm, canonical_collective
 
 
 def is_nccl_tests_json(data) -> bool:
@@ -83,10 +83,7 @@ def _algorithm(data: dict, hints: Hints, path: Path) -> str:
         return canonical_algorithm(hints.algorithm)
     for entry in data.get("env") or []:
         if isinstance(entry, str) and entry.startswith("NCCL_ALGO="):
-            value = entry.split("=", 1)[1].strip()
-            if value and not any(c in value for c in ",^;:"):  # a list or an exclusion leaves the choice to NCCL
-                try:
-                    return canonical_algorithm(value)
-                except CostModelError as err:
-                    raise CostModelError(f"{path}: env NCCL_ALGO: {err}") from None
+            set_to = algorithm_set_by(entry.split("=", 1)[1], f"{path}: env")
+            if set_to is not None:
+                return set_to
     return infer_algorithm(path)

@@ -15,11 +15,12 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEVICES
 from costmodel.measure.nccl_rows import data_row, delta_checked, is_row, layout_of, unlabelled
 from costmodel.inputs.files import shown
-from costmodel.measure.results import COLLECTIVES, FORMAT, canonical_algorithm, canonical_collective
+from costmodel.measure.results import COLLECTIVES, FORMAT, algorithm_set_by, canonical_algorithm, canonical_collective
 from costmodel.record import record
 
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting: (\w+)")
+_ALGO = re.compile(r"NCCL INFO NCCL_ALGO set by environment to (.+?)\s*$")  # NCCL_DEBUG=INFO (src/graph/tuning.cc)
 _THREADS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")  # one thread launches nGpus GPUs' kernels
 #: '#  Rank  0 Group  0 Pid ... on HOST device  0 [BUS] NAME'; nccl-tests before 2.11 print no Group
 #: (src/common.cu@0f8c785a run(): "#   Rank %2d Pid %6d on %10s device %2d [0x%02x] %s")
@@ -134,12 +135,14 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
-    version = nccl = threads = layout = None
+    version = nccl = threads = layout = set_to = None
     sections: list[Section] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = unlabelled(line)
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), nccl_version_of(m.group(3))
+        elif (m := _ALGO.search(line)):
+            set_to = algorithm_set_by(m.group(1), f"{path}:{lineno}") if hints.algorithm is None else None
         elif (m := _TEST.search(line)):
             sections.append(Section(_agreed(program_of(m.group(1), path, lineno), op, path, lineno), lineno))
             layout = None
@@ -159,6 +162,7 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
         # anything else is not nccl-tests' table: NCCL_DEBUG lines, launcher and container notices
     if not sections:
         raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
+    algorithm = set_to or algorithm  # NCCL's own word on NCCL_ALGO over the file name's
     given = hints.environment(path)
     runs, environment = [], None
     for section in sections:

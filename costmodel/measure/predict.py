@@ -47,7 +47,9 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
     """The time model for ``collective`` over nodes x gpus_per_node devices, or one line saying why not."""
     if collective not in MODELLED:
         raise CostModelError(f"no time model for {collective} yet (modelled: {', '.join(MODELLED)})")
-    formula = network.formula_for(collective, algorithm)
+    algorithm = network.applied_algorithm(collective, algorithm)
+    tuned = hardware.kind == "gpu" and network._tuned(hardware, collective)  # NCCL's tuner: any algorithm it has
+    formula = "ring" if tuned else network.formula_for(collective, algorithm)
     fast = hardware.network[0]
     if nodes == 1:
         if fast.domain_size and gpus_per_node > fast.domain_size:

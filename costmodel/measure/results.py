@@ -43,6 +43,18 @@ def canonical_collective(name: str) -> str:
 ALGORITHMS = ("auto", "ring", "tree", "nvls", "nvlstree", "collnet", "collnetdirect", "collnetchain", "pat")
 
 
+def algorithm_set_by(value: str, where: str) -> str | None:
+    """The algorithm an NCCL_ALGO value fixes (``where`` names it for the error), or None where it leaves NCCL a choice
+    (a list, an exclusion '^...', per-collective 'op:algo' lists): NCCL picks among them as it would among all."""
+    value = value.strip()
+    if not value or any(c in value for c in ",^;:"):
+        return None
+    try:
+        return canonical_algorithm(value)
+    except CostModelError as err:
+        raise CostModelError(f"{where}: NCCL_ALGO: {err}") from None
+
+
 def canonical_algorithm(name: str) -> str:
     """'Ring' -> 'ring'; anything NCCL does not call an algorithm is refused."""
     key = str(name).strip().lower()

@@ -12,7 +12,7 @@ import statistics
 
 from costmodel.errors import CostModelError
 from costmodel.formulas.comms import nvls_factor
-from costmodel.cost.network import formula_for, one_level_seconds
+from costmodel.cost.network import applied_algorithm, formula_for, one_level_seconds
 from costmodel.cost.nccl import TUNED
 from costmodel.formulas.comms import MODELLED
 from costmodel.measure.predict import predictor
@@ -44,14 +44,15 @@ class Row:
 
 
 def measured_rows(documents: list[dict], placement: str = "out-of-place"):
-    """(collective, algorithm, environment, row, NCCL release the log states or None) for every measured row."""
+    """(collective, algorithm, environment, row, NCCL release the log states or None, its files) for every measured
+    row."""
     for doc in documents:
-        release = (doc.get("source") or {}).get("nccl")
+        release, files = (doc.get("source") or {}).get("nccl"), (doc.get("source") or {}).get("files") or ["results"]
         for run in doc["runs"]:
             env = run.get("environment") or doc["environment"]
             for row in run["rows"]:
                 if placement in ("both", row.get("placement", "out-of-place")) and row["bytes"] > 0:
-                    yield run["collective"], run["algorithm"], env, row, release
+                    yield run["collective"], run["algorithm"], env, row, release, files
 
 
 def as_run(hardware, release: str | None):
@@ -76,12 +77,17 @@ def as_run(hardware, release: str | None):
 
 def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
     rows, priced = [], {}
-    for collective, algorithm, env, row, release in measured_rows(documents, placement):
+    for collective, algorithm, env, row, release, files in measured_rows(documents, placement):
+        algorithm = applied_algorithm(collective, algorithm)  # NCCL_ALGO leaves the point-to-point ops alone
         key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
         if key not in priced:  # one time model per group, not per row: a long log stays fast
             device, said = as_run(hardware, release)
-            model = predictor(device, collective=collective, algorithm=algorithm, nodes=env["nodes"],
-                              gpus_per_node=env["gpus_per_node"])
+            try:
+                model = predictor(device, collective=collective, algorithm=algorithm, nodes=env["nodes"],
+                                  gpus_per_node=env["gpus_per_node"])
+            except CostModelError as err:  # name the log and its test
+                raise CostModelError(f"{', '.join(files)}: the {collective} test ({algorithm}, {env['nodes']} x "
+                                     f"{env['gpus_per_node']}): {err}") from None
             priced[key] = model, said, model.calibration
         p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
@@ -157,7 +163,8 @@ def fit_latency_bandwidth(points: list[tuple[float, float]], coefficient: float)
 def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_bytes: int = MIB) -> list[Fit]:
     """Latency and effective bandwidth per (collective, algorithm, ranks), fitted on sizes >= min_bytes."""
     groups: dict[tuple, list[tuple[float, float]]] = {}
-    for collective, algorithm, env, row, release in measured_rows(documents, placement):
+    for collective, algorithm, env, row, release, _ in measured_rows(documents, placement):
+        algorithm = applied_algorithm(collective, algorithm)
         if row["bytes"] >= min_bytes and collective in MODELLED and env["world_size"] > 1:  # one rank moves no data
             key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
             groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
