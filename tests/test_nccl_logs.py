@@ -38,6 +38,58 @@ def test_a_five_section_log_keeps_each_sections_op(tmp_path):
     assert all(r["environment"]["world_size"] == 8 for r in runs)
 
 
+def test_a_sweep_keeps_its_tests_when_one_cannot_be_read(tmp_path):
+    """A sweep with a test no model times (hypercube), a test that failed before its table, or a last row cut short
+    (a job's time limit) keeps every other test and notes what it left out; alone, such a test is refused."""
+    base = (MEASURED / "all_reduce_ring.out").read_text()
+    failed = "\n".join(line for line in _retitled(base, "gather").splitlines() if not line.strip()[:1].isdigit())
+    scatter = _retitled(base, "scatter").splitlines()
+    last_row = max(i for i, line in enumerate(scatter) if line.strip()[:1].isdigit())
+    cut = "\n".join(scatter[:last_row] + [scatter[last_row][:40]])  # the job stopped mid-line
+    path = tmp_path / "sweep.out"
+    path.write_text(base + _retitled(base, "hypercube") + failed + "\n" + cut)
+    outcome = run(["import", "nccl-tests", str(path)])
+    assert outcome.code == 0, str(outcome)
+    runs = json.loads(outcome.stdout)["runs"]
+    assert [r["collective"] for r in runs] == ["all-reduce", "scatter"]
+    assert len(runs[1]["rows"]) == len(runs[0]["rows"]) - 2  # the last line (out-of-place and in-place) is cut short
+    for note in ("hypercube_perf test", "gather test", "is cut short"):
+        assert note in outcome.stderr, note
+    alone = tmp_path / "all_gather_perf.out"
+    alone.write_text(_retitled(base, "hypercube"))
+    assert_refused(run(["import", "nccl-tests", str(alone)]), "no time model")
+
+
+@pytest.mark.parametrize("prefix", ["2025-03-05 22:09:44 ", "00:00:01 ", "[pod/nccl-tests-launcher-abc12/mpi] ",
+                                    "launcher-1  | "])
+def test_a_log_collectors_prefix_is_learned_from_the_header(tmp_path, prefix):
+    """ts's other formats, kubectl logs --prefix, docker compose: whatever precedes nccl-tests' own header lines
+    precedes every line, and is taken off each (its digits may change from line to line)."""
+    base = (MEASURED / "all_reduce_ring.out").read_text().splitlines()
+    plain = imported(MEASURED / "all_reduce_ring.out")["runs"]
+    path = tmp_path / "all_reduce_ring.out"
+    path.write_text("".join(f"{prefix.replace('01', str(10 + i % 50))}{line}\n" for i, line in enumerate(base)))
+    assert imported(path)["runs"] == plain
+
+
+def test_logs_imported_together_keep_their_own_nccl_release(tmp_path):
+    """Each log's release prices its own rows: importing two logs (one stating 2.19.3, one none) and validating the
+    file gives what validating the logs directly gives."""
+    base = (MEASURED / "all_reduce_ring.out").read_text()
+    stated, unstated = tmp_path / "stated_all_reduce.out", tmp_path / "all_reduce.out"
+    stated.write_text(base.replace("nccl-library=22602", "nccl-library=21903"))
+    unstated.write_text("\n".join(line for line in base.splitlines() if "nccl-tests version" not in line))
+    merged = tmp_path / "merged.json"
+    assert run(["import", "nccl-tests", str(stated), str(unstated), "--out", str(merged)]).code == 0
+
+    def releases(*paths):
+        data = json.loads(run(["validate", *map(str, paths), "--hardware", "h100-sxm", "--json"]).stdout)
+        return [(r["bytes"], r["nccl_release"], r["predicted_s"]) for r in data["rows"]]
+
+    assert releases(merged) == releases(stated, unstated)
+    assert {r[1] for r in releases(merged)} == {"2.19.3", "2.26.2"}
+
+
 def test_open_mpi_and_srun_labels_are_stripped(tmp_path):
     base = (MEASURED / "all_reduce_ring.out").read_text().splitlines()
     plain = imported(MEASURED / "all_reduce_ring.out")["runs"]

@@ -70,6 +70,8 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
 
         if not is_json:
             docs.append(parse_log(path, hints or Hints(), text))
+            for note in docs[-1]["source"].get("skipped", []):  # the rest of a sweep reads; say what did not
+                typer.echo(f"note: {note}", err=True)
             continue
         data = parse_document(text, str(path), "json")
         docs.append(parse_json(path, data, hints or Hints()) if is_nccl_tests_json(data) else read_results(path, text))

@@ -54,10 +54,13 @@ def infer_algorithm(path: Path) -> str:
 
 
 class Section:
-    """One 'Collective test starting' block: its collective, rank lines and data rows."""
+    """One 'Collective test starting' block: its collective, rank lines and data rows; a test no model times
+    (``unmodelled``: why) keeps no rows."""
 
-    def __init__(self, collective: str, lineno: int, gpus_per_thread: int | None = None):
-        self.collective, self.lineno = collective, lineno
+    def __init__(self, collective: str, lineno: int, gpus_per_thread: int | None = None, unmodelled: str | None = None,
+                 name: str | None = None):
+        self.collective, self.lineno, self.unmodelled, self.name = collective, lineno, unmodelled, name or collective
+        self.skipped: str | None = None  # why a part of its rows was left out
         self.gpus_per_thread = gpus_per_thread  # nccl-tests -g: GPUs one thread drives
         self.ranks: dict[int, tuple[str, str, int]] = {}  # rank -> (host, device name, group)
         self.rows: list[dict] = []
@@ -135,16 +138,21 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
-    version = nccl = threads = layout = set_to = None
+    version = nccl = threads = layout = set_to = prefix = None
     sections: list[Section] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = unlabelled(line)
+    lines = text.splitlines()
+    last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
+    for lineno, line in enumerate(lines, 1):
+        line = unlabelled(prefix.sub("", line, count=1) if prefix else line)
+        if (m := _VERSION.search(line)) or (m := _TEST.search(line)):
+            prefix = prefix or launcher_prefix(line)
+            line = unlabelled(prefix.sub("", line, count=1)) if prefix else line
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), nccl_version_of(m.group(3))
         elif (m := _ALGO.search(line)):
             set_to = algorithm_set_by(m.group(1), f"{path}:{lineno}") if hints.algorithm is None else None
         elif (m := _TEST.search(line)):
-            sections.append(Section(_agreed(program_of(m.group(1), path, lineno), op, path, lineno), lineno))
+            sections.append(_section(m.group(1), op, path, lineno))
             layout = None
         elif (m := _THREADS.search(line)):
             threads = min(int(m.group(2)), DEVICES)
@@ -158,23 +166,40 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
             if columns[:2] == ["size", "count"]:
                 layout = layout_of(columns, path, lineno)
         elif is_row(line.split(), layout):
-            _open(sections, path, lineno, op, threads).rows += data_row(line, path, lineno, layout)
+            section = _open(sections, path, lineno, op, threads)
+            try:
+                rows = data_row(line, path, lineno, layout)
+            except CostModelError as err:
+                if lineno != last:
+                    raise
+                cut = str(err).removeprefix(f"{path}:{lineno}: ")
+                section.skipped = f"its last row (line {lineno}) is cut short and left out: {cut}"  # a time limit
+                rows = []
+            section.rows += [] if section.unmodelled else rows
         # anything else is not nccl-tests' table: NCCL_DEBUG lines, launcher and container notices
     if not sections:
         raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
     algorithm = set_to or algorithm  # NCCL's own word on NCCL_ALGO over the file name's
     given = hints.environment(path)
-    runs, environment = [], None
+    runs, environment, skipped = [], None, []
+    timed = [s for s in sections if s.rows and not s.unmodelled]
     for section in sections:
-        if not section.rows:
-            raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has no data rows")
+        why = section.unmodelled or (None if section.rows else "it has no data rows (the test failed before them?)")
+        if why and timed:  # a sweep keeps its other tests, and says what it left out
+            skipped.append(f"{path}: the {section.name} test (line {section.lineno}) is left out: {why}")
+            continue
+        if why:
+            raise CostModelError(f"{path}: the {section.name} test (line {section.lineno}): {why}")
+        if section.skipped:
+            skipped.append(f"{path}: the {section.collective} test (line {section.lineno}): {section.skipped}")
         env = world_of(section, given, environment, path)
         environment = environment or env
         runs.append({"collective": section.collective, "algorithm": algorithm,
                      "rows": delta_checked(section.rows, env["world_size"]), "environment": env})
     return {
         "format": FORMAT,
-        "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)]},
+        "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)],
+                   **({"skipped": skipped} if skipped else {})},
         "environment": environment,
         "runs": runs,
     }
@@ -241,6 +266,25 @@ def _open(sections: list[Section], path, lineno: int, op: str | None, threads: i
     return sections[-1]
 
 
+def _section(name: str, op: str | None, path, lineno: int) -> Section:
+    """The block a 'Collective test starting' line opens: its collective's, or one no model times."""
+    base = re.sub(r"_perf\w*$", "", name)
+    if base in _UNMODELLED:
+        return Section(base, lineno, unmodelled=f"{name} times {_UNMODELLED[base]}: no NCCL collective, so cost4d "
+                       "has no time model for it", name=name)
+    return Section(_agreed(program_of(name, path, lineno), op, path, lineno), lineno)
+
+
+def launcher_prefix(line: str):
+    """What a launcher or log collector put before one of nccl-tests' own header lines ('# nccl-tests version',
+    '# Collective test starting'), as a pattern for every line (its digits any digits: timestamps move), or None
+    where nothing but the known labels precedes them."""
+    head = line[:line.find("#")] if "#" in line else ""
+    if not head.strip():
+        return None
+    return re.compile("^" + re.sub(r"\d+", r"\\d+", re.escape(head)))
+
+
 def program_of(name: str, path, lineno: int) -> str:
     """The collective a 'Collective test starting' line names: all_reduce_perf, or with a build's
     NAME_SUFFIX (make MPI=1 NAME_SUFFIX=_mpi: all_reduce_perf_mpi; nccl-tests README)."""
@@ -262,5 +306,12 @@ def merge(documents: list[dict]) -> dict:
     for doc in documents:
         files = doc["source"].get("files")
         merged["source"]["files"] += [str(f) for f in files] if isinstance(files, list) else []
-        merged["runs"] += [dict(run, environment=run.get("environment") or doc["environment"]) for run in doc["runs"]]
+        release = doc["source"].get("nccl")  # each log's own release (or none stated) stays with its runs
+        merged["runs"] += [dict(run, environment=run.get("environment") or doc["environment"],
+                                nccl=run.get("nccl", release)) for run in doc["runs"]]
+        merged["source"]["skipped"] = merged["source"].get("skipped", []) + doc["source"].get("skipped", [])
+    if len({doc["source"].get("nccl") for doc in documents}) > 1:  # no one release for them all
+        merged["source"].pop("nccl", None)
+    if not merged["source"]["skipped"]:
+        del merged["source"]["skipped"]
     return merged

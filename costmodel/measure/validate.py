@@ -50,9 +50,10 @@ def measured_rows(documents: list[dict], placement: str = "out-of-place"):
         release, files = (doc.get("source") or {}).get("nccl"), (doc.get("source") or {}).get("files") or ["results"]
         for run in doc["runs"]:
             env = run.get("environment") or doc["environment"]
+            ran = run.get("nccl", release)  # merged logs: each run's own
             for row in run["rows"]:
                 if placement in ("both", row.get("placement", "out-of-place")) and row["bytes"] > 0:
-                    yield run["collective"], run["algorithm"], env, row, release, files
+                    yield run["collective"], run["algorithm"], env, row, ran, files
 
 
 def as_run(hardware, release: str | None):
