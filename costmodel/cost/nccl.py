@@ -132,7 +132,8 @@ def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None,
                version: tuple = nv.TRANSCRIBED) -> list[tuple]:
     """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, timed bandwidth GB/s,
-    NVLS heads or 0, NVLS channels, nodes) of every (algorithm, protocol) the tuner would consider: NCCL's
+    NVLS heads or 0, NVLS channels, nodes, the algorithm's index in nccl_tuner.ALGORITHMS) of every (algorithm,
+    protocol) the tuner would consider: NCCL's
     estimate = latency (x 1.4 past the plateau) + S / (1000 B x correction) picks one; its time takes the
     timed latency and bandwidth (:func:`timing`), and NVLS heads add the pipeline fill."""
     topo = restricted(topology(preset, nodes, per_node, version), algorithm)
@@ -150,7 +151,8 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
                             64 * topo.coll_channels * topo.n_ranks if plateau else 0,
                             nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
                             nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=timed) or bandwidth,
-                            nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes))
+                            nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes,
+                            nt.ALGORITHMS.index(algo)))
     return out
 
 
@@ -177,20 +179,30 @@ class TunedCost:
     scale: float = 1.0
     hop_us: float | None = None  # a measured network hop, where it differs from the declared one
     version: tuple = nv.TRANSCRIBED  # the NCCL release whose tuner decides
+    #: calibrations of the algorithms NCCL may pick, ((tuner's algorithm name, offset, scale), ...): where the pick
+    #: has one, it prices the pick in place of offset and scale (an 'auto' run fitted per algorithm)
+    by_algorithm: tuple = ()
     #: arrays: what pricing indexes once per group for every op on it (placement.Placement.memo: its distinct
     #: group shapes, each buffer's distinct sizes among them); None: this cost's own
     memo: dict | None = field(default=None, compare=False, repr=False)
 
+    def fit_for(self, algo: str) -> tuple:
+        """(offset, scale) that price a pick of ``algo``: its own calibration, else the cost's."""
+        return next(((o, s) for name, o, s in self.by_algorithm if name == algo), (self.offset, self.scale))
+
     def seconds(self, buffer_bytes):
         kind = family(buffer_bytes, self.nodes, self.per_node)
         if kind == "number":
-            tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm,
-                           self.hop_us, self.version)[2]
-            return self.offset + self.scale * max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
+            algo, _, tuned = choice(self.preset, self.op, buffer_bytes, self.nodes, self.per_node, self.algorithm,
+                                    self.hop_us, self.version)
+            offset, scale = self.fit_for(algo)
+            return offset + scale * max(tuned, self.launch) if self.nodes * self.per_node > 1 else 0.0
         if kind == "numpy":
             from costmodel.cost.nccl_arrays import array_seconds  # imported here: the numbers path never loads it
 
             return array_seconds(self, buffer_bytes)
+        if self.by_algorithm:
+            raise CostModelError("a calibration fitted per algorithm prices numbers and arrays, not symbols")
         tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node,
                              self.hop_us, self.version)
         tuned = maximum(tuned, self.launch) if self.launch else tuned

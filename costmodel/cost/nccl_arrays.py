@@ -28,7 +28,7 @@ def array_seconds(cost: TunedCost, buffer_bytes):
     groups, group, s, back = _combos(cost, buffer_bytes, shape)
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us,
                    cost.version)
-    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes = (
+    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes, algos = (
         column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
@@ -45,7 +45,9 @@ def array_seconds(cost: TunedCost, buffer_bytes):
                             bandwidth_gbs=timed_bandwidth[picked], nodes=nodes[picked])
         chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
     free = np.array([one for _, _, one in groups], dtype=bool)[group]
-    priced = np.where(free, 0.0, cost.offset + cost.scale * np.maximum(chosen * 1e-6, cost.launch))
+    fits = np.array([cost.fit_for(algo) for algo in nt.ALGORITHMS])  # (offset, scale) of each algorithm's pick
+    offset, scale = fits[algos[picked], 0], fits[algos[picked], 1]
+    priced = np.where(free, 0.0, offset + scale * np.maximum(chosen * 1e-6, cost.launch))
     return priced[back].reshape(shape)
 
 
@@ -114,7 +116,7 @@ def distinct(values):
 @functools.lru_cache(maxsize=256)
 def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, version: tuple = nv.TRANSCRIBED) -> tuple:
     """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, timed bandwidth, NVLS heads, NVLS
-    channels, nodes), each
+    channels, nodes, algorithm index), each
     K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
     is 'no correction'."""
     import numpy as np
@@ -127,11 +129,12 @@ def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, vers
     tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
         (k, len(pairs)), np.inf)
     timed_bandwidth = np.ones((k, len(pairs)))
-    heads, channels, nodes = (np.zeros((k, len(pairs)), dtype=int) for _ in range(3))
+    heads, channels, nodes, algos = (np.zeros((k, len(pairs)), dtype=int) for _ in range(4))
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat, lat_timed, bw_timed, head_count, channel_count, node_count) in enumerate(rows):
+        for i, (lat, bw, tree_proto, plat, lat_timed, bw_timed, head_count, channel_count, node_count,
+                algo) in enumerate(rows):
             latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
             timed_bandwidth[i, j] = bw_timed
-            heads[i, j], channels[i, j], nodes[i, j] = head_count, channel_count, node_count
+            heads[i, j], channels[i, j], nodes[i, j], algos[i, j] = head_count, channel_count, node_count, algo
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes
+    return latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes, algos

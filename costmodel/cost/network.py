@@ -28,10 +28,11 @@ DEFAULT_ALGORITHMS = ("auto", "ring")
 MIRRORS = {"all-gather": "reduce-scatter", "reduce-scatter": "all-gather"}
 
 
-def _fits(hardware, op: str, level: str, model: str, algorithm: str) -> list:
-    """The calibrations of ``model`` for ``op`` on ``level`` under the first algorithm name that has any, else its
-    mirror's (:data:`MIRRORS`); [] where neither was fitted."""
-    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS else (algorithm,)
+def _fits(hardware, op: str, level: str, model: str, algorithm: str, exact: bool = False) -> list:
+    """The calibrations of ``model`` for ``op`` on ``level`` under the first algorithm name that has any (``exact``:
+    ``algorithm`` alone; else 'auto' and 'ring' stand for each other, NCCL's default), else its mirror's
+    (:data:`MIRRORS`); [] where neither was fitted."""
+    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS and not exact else (algorithm,)
     for collective in (op, MIRRORS.get(op)):
         for name in wanted:
             fits = [c for c in hardware.calibration
@@ -196,8 +197,10 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
     priced = []
     for level in levels:
         scaled = _tuner_calibration(hardware, op, level.name, algorithm)
-        ring = calibration(hardware, op, level.name, where_.ranks, algorithm)
-        priced.append(replace(tuned, offset=scaled.latency_s, scale=scaled.scale) if scaled else
+        picks = _pick_calibrations(hardware, op, level.name) if algorithm == "auto" else ()
+        ring = None if scaled or picks else calibration(hardware, op, level.name, where_.ranks, algorithm)
+        priced.append(replace(tuned, offset=scaled.latency_s if scaled else 0.0, scale=scaled.scale if scaled else 1.0,
+                              by_algorithm=picks) if scaled or picks else
                       one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), ring) if ring else None)
     if not any(priced):
         return tuned
@@ -205,10 +208,27 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
 
 
 def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
-    """The calibration of model nccl for ``op`` (or its mirror) on ``level`` (fitted at the most ranks), or None:
-    it holds for groups of any size there."""
-    fits = _fits(hardware, op, level, "nccl", algorithm)
+    """The calibration of model nccl for ``op`` (or its mirror) on ``level`` (fitted at the most ranks) under
+    ``algorithm`` itself ('auto': one fitted on NCCL's own picks as a whole), or None: it holds for groups of any size
+    there."""
+    fits = _fits(hardware, op, level, "nccl", algorithm, exact=True)
     return max(fits, key=lambda c: c.ranks) if fits else None
+
+
+def _pick_calibrations(hardware, op: str, level: str) -> tuple:
+    """((tuner's algorithm, offset, scale), ...) of the calibrations of model nccl fitted under one algorithm for
+    ``op`` (or its mirror) on ``level``: under NCCL's own choice each prices the sizes where NCCL picks its
+    algorithm, whatever the group (cost/nccl.TunedCost.by_algorithm)."""
+    from costmodel.cost.nccl import ALGORITHM_NAMES
+
+    named = {c.algorithm for c in hardware.calibration if c.model == "nccl" and c.algorithm != "auto"}
+    out = []
+    for name in sorted(named & set(ALGORITHM_NAMES)):
+        fits = _fits(hardware, op, level, "nccl", name, exact=True)
+        if fits:
+            best = max(fits, key=lambda c: c.ranks)
+            out.append((ALGORITHM_NAMES[name], best.latency_s, best.scale))
+    return tuple(out)
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -244,14 +264,18 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
     scaled = _tuner_calibration(hardware, op, level, algorithm) if tuned else None
-    cal = None if scaled else calibration(hardware, op, level, where_.ranks, algorithm)
+    picks = _pick_calibrations(hardware, op, level) if tuned and algorithm == "auto" else ()
+    cal = None if scaled or picks else calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
         return cal[2]
     if tuned:
         tuner = f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
         mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
-        return (f"{tuner} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us, calibrated on {level}{mirror} "
-                f"({scaled.source})") if scaled else tuner
+        words = [f"{name} picks x {s:.3f} + {o * 1e6:.1f} us" for name, o, s in picks] + (
+            [f"{'others' if picks else 'all'} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us{mirror}"]
+            if scaled else [])
+        sources = sorted({c.source for c in hardware.calibration if c.model == "nccl" and c.level == level})
+        return f"{tuner}, calibrated on {level}: {'; '.join(words)} ({'; '.join(sources)})" if words else tuner
     return "datasheet"
 
 
@@ -259,5 +283,6 @@ def calibrated(hardware, op: str, where_: Placement, algorithm: str = "auto") ->
     """Whether a fit to measurements (of either model) prices this collective."""
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    return bool((tuned and _tuner_calibration(hardware, op, level, algorithm))
+    return bool((tuned and (_tuner_calibration(hardware, op, level, algorithm)
+                            or (algorithm == "auto" and _pick_calibrations(hardware, op, level))))
                 or calibration(hardware, op, level, where_.ranks, algorithm))

@@ -32,14 +32,18 @@ class Predictor:
 
     def at(self, buffer_bytes: float, gpus_per_thread: int | None = None) -> Prediction:
         """The time of one buffer; a measurement whose thread drove G GPUs takes at least G launches."""
-        from costmodel.cost.nccl import TunedCost, choice
+        from costmodel.cost.nccl import Calibrated, TunedCost, choice
 
-        if isinstance(self.cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
-            c = self.cost
-            algorithm, protocol, _ = choice(c.preset, c.op, buffer_bytes, c.nodes, c.per_node, c.algorithm,
-                                            c.hop_us, c.version)
-            seconds = max(c.seconds(buffer_bytes), (gpus_per_thread or 1) * c.launch)
-            return Prediction(seconds, self.level, f"{algorithm}/{protocol}", False)
+        cost = self.cost
+        if isinstance(cost, Calibrated):  # the fit of this group's level, where it scales NCCL's tuner
+            level = cost.across if cost.domains > 1 else cost.inside
+            cost = level if isinstance(level, TunedCost) else cost.tuned if level is None else cost
+        if isinstance(cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
+            algorithm, protocol, _ = choice(cost.preset, cost.op, buffer_bytes, cost.nodes, cost.per_node,
+                                            cost.algorithm, cost.hop_us, cost.version)
+            seconds = cost.seconds(buffer_bytes)  # a fit holds its floor; the tuner takes the launches' at least
+            seconds = seconds if self.calibrated else max(seconds, (gpus_per_thread or 1) * cost.launch)
+            return Prediction(seconds, self.level, f"{algorithm}/{protocol}", self.calibrated)
         return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)
 
 
