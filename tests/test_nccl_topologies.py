@@ -95,3 +95,28 @@ def test_four_gpus_all_reduce_large_buffers_on_rings():
     assert (algo, proto) == ("ring", "Simple")
     assert size / 240e9 < seconds < size / 240e9 + 100e-6
     assert topology("hgx-h100", 1, 8).nvls.n_channels == 8 and choice("hgx-h100", "all-reduce", size, 1, 8)[0] == "nvls"
+
+
+def test_a_variant_with_other_nics_scales_the_networks_speeds(tmp_path):
+    """h100-sxm with four 400 Gb/s NICs a node (25 GB/s a GPU, half the preset's): across nodes NCCL's graphs run
+    at half the network speed, so a large all-reduce over 2 x 8 takes about twice the bandwidth time; inside a node
+    nothing changes; the tuner's name says so."""
+    from costmodel.cost.network import calibration_used, collective_seconds
+    from costmodel.cost.placement import Placement
+    from costmodel.specs.load import load_hardware
+
+    spec = tmp_path / "roce.toml"
+    spec.write_text('extends = "h100-sxm"\nname = "h100-4nic"\n[[network]]\nname = "roce"\nreplaces = "infiniband"\n'
+                    'kind = "ethernet"\nbandwidth_bytes_per_s = 25e9\nsource = "4 x 400 Gb/s a node / 8 GPUs"\n')
+    half, full = load_hardware(str(spec)), load_hardware("h100-sxm")
+    across, inside = Placement("data", 16, 8, 2), Placement("tp", 8, 8, 1)
+    size = 2**33
+
+    def bandwidth_time(hw, where_):
+        return collective_seconds(hw, op="all-reduce", buffer_bytes=size, where_=where_) - collective_seconds(
+            hw, op="all-reduce", buffer_bytes=size / 2, where_=where_)
+
+    assert bandwidth_time(half, across) == pytest.approx(2 * bandwidth_time(full, across), rel=0.02)
+    assert collective_seconds(half, op="all-reduce", buffer_bytes=size, where_=inside) == collective_seconds(
+        full, op="all-reduce", buffer_bytes=size, where_=inside)
+    assert "hgx-h100, NICs x 0.5" in calibration_used(half, "all-reduce", across)

@@ -52,6 +52,25 @@ ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "
                    "collnet": "collnet_direct", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
 
 
+def preset_of(hardware) -> str:
+    """The NCCL topology a GPU spec names; where its scale-out level's bandwidth differs from the one that topology's
+    graphs were derived for (a variant with other NICs: ``extends`` with its own network level), the same graphs with
+    the network's speeds scaled to it (formulas/nccl_topologies.with_nic), registered once under a name that says so."""
+    preset = hardware.nccl.topology
+    if len(hardware.network) < 2:
+        return preset
+    ratio = hardware.network[-1].bandwidth_bytes_per_s / nx.NIC_BYTES_PER_S[preset]
+    if abs(ratio - 1) < 1e-9:
+        return preset
+    name = f"{preset}, NICs x {ratio:.4g}"
+    if name not in nx.BUILDERS:
+        nx.BUILDERS[name] = nx.with_nic(nx.BUILDERS[preset], ratio)
+        inside, out = P2P_GBS[preset]
+        P2P_GBS[name] = (inside, out * ratio)
+        PLUGIN_ENV.setdefault(name, PLUGIN_ENV.get(preset, {}))
+    return name
+
+
 def as_nccl_sees(preset: str, fast, slow):
     """The node's and the network's levels with the per-GPU bandwidth NCCL's topology gives them
     (P2P_GBS) in place of the datasheet's x efficiency: what point-to-point traffic gets."""
@@ -66,7 +85,7 @@ def topology(preset: str, nodes: int, per_node: int, version: tuple = nv.TRANSCR
     tuner decides (formulas/nccl_versions.py)."""
     one, many = nx.BUILDERS[preset]
     topo = one(per_node) if nodes == 1 else many(nodes, per_node)
-    return replace(topo, version=version, **PLUGIN_ENV.get(preset, {}))
+    return replace(topo, version=version, **PLUGIN_ENV.get(preset, {}))  # a variant's: its base's (preset_of)
 
 
 def restricted(topo: nt.Topology, algorithm: str) -> nt.Topology:
@@ -161,7 +180,7 @@ def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto", memo
     measured hop (``memo``: the placement's, :attr:`TunedCost.memo`)."""
     spec = hardware.nccl
     hop = None if spec.network_latency_s is None else spec.network_latency_s * 1e6
-    return TunedCost(spec.topology, op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo,
+    return TunedCost(preset_of(hardware), op, nodes, per_node, algorithm, spec.launch_s or 0.0, hop_us=hop, memo=memo,
                      version=nv.parse(spec.version))
 
 

@@ -173,9 +173,9 @@ def _levels(hardware):
     fast, slow = hardware.network[0], hardware.network[-1]
     if hardware.nccl is None:
         return fast, slow
-    from costmodel.cost.nccl import as_nccl_sees
+    from costmodel.cost.nccl import as_nccl_sees, preset_of
 
-    return as_nccl_sees(hardware.nccl.topology, fast, slow)
+    return as_nccl_sees(preset_of(hardware), fast, slow)
 
 
 def _tuned(hardware, op: str) -> bool:
@@ -269,7 +269,9 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
     if cal:
         return cal[2]
     if tuned:
-        tuner = f"NCCL {hardware.nccl.version} tuner ({hardware.nccl.topology})"
+        from costmodel.cost.nccl import preset_of
+
+        tuner = f"NCCL {hardware.nccl.version} tuner ({preset_of(hardware)})"
         mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
         words = [f"{name} picks x {s:.3f} + {o * 1e6:.1f} us" for name, o, s in picks] + (
             [f"{'others' if picks else 'all'} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us{mirror}"]

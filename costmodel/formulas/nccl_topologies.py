@@ -206,6 +206,26 @@ def nodes_sharing(many: Topology, nodes: int, gpus: int) -> Topology:
     return replace(many, n_nodes=nodes, n_ranks=nodes * gpus, max_local_ranks=gpus, **scaled)
 
 
+def with_nic(builders: tuple, ratio: float) -> tuple:
+    """A system's builders with each GPU's share of the network ``ratio`` x the one its graphs were derived for
+    (:data:`NIC_BYTES_PER_S`): across nodes every graph's speeds scale with it, as :func:`nodes_sharing` scales them
+    for fewer GPUs a node (an estimate: the search picks its speeds from the NIC's, search.cc:1012, 611); one node
+    has no NIC in its graphs."""
+    one, many = builders
+
+    def scaled(nodes: int, gpus: int) -> Topology:
+        topo = many(nodes, gpus)
+        return replace(topo, **{name: replace(getattr(topo, name), bw_inter_gbs=getattr(topo, name).bw_inter_gbs * ratio,
+                                              bw_intra_gbs=getattr(topo, name).bw_intra_gbs * ratio)
+                                for name in ("ring", "tree", "nvls")})
+
+    return one, scaled
+
+
+#: each GPU's share of the network (B/s) the graphs below were derived for: a 400 Gb/s ConnectX-7 (HGX H100), 32 x
+#: 100 Gb/s EFA over 8 GPUs (p5), a 200 Gb/s HDR ConnectX-6 (HGX A100), 4 x 100 Gb/s EFA over 8 (p4de)
+NIC_BYTES_PER_S = {"hgx-h100": 50e9, "aws-p5": 50e9, "hgx-a100": 25e9, "aws-p4de": 6.25e9}
+
 #: what each system's search builds for g GPUs on one node, and for N nodes of g GPUs
 BUILDERS = {
     "hgx-h100": (h100_node, h100_nodes),
