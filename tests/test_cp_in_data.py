@@ -88,7 +88,7 @@ def test_megatron_distributed_optimizer_over_data_and_cp():
      "data axis (--fsdp 1 x --cp 2) with ZeRO 3 only, not --zero 1 (give --zero 3)"),
     ("torchtitan", ["--cp", "2", "--cp-kind", "a2a", "--hardware", "h100-sxm"], "error: --framework torchtitan runs "
      "context parallelism as --cp-kind allgather|alltoall, not a2a"),
-    ("megatron", ["--cp", "2", "--hardware", "h100-sxm"], "error: --framework megatron shards the data axis (--fsdp 1 x --cp 2) with ZeRO 1 "
+    ("megatron", ["--cp", "2", "--zero", "3", "--hardware", "h100-sxm"], "error: --framework megatron shards the data axis (--fsdp 1 x --cp 2) with ZeRO 1 "
      "only, not --zero 3 (give --zero 1, or --zero 0 for DDP)"),
     ("torchtitan", ["--cp", "2", "--fsdp", "4", "--hardware", "h100-sxm", "--placement", "tp,data,cp,pp"], "error: --framework torchtitan "
      "shards and reduces over the data and CP ranks as one group, modelled with CP directly inside the data axis (its "

@@ -897,3 +897,15 @@ def test_megatron_and_nanotron_rerun_to_the_layers_end():
         "error: --framework megatron reruns recomputed layers to their end: --checkpoint reentrant, not non-reentrant "
         "(torch's early stop)")
     assert subprocess.run([*base, "--framework", "torchtitan", "--fsdp", "8"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("framework, stage", [("megatron", 1), ("nanotron", 1), ("torchtitan", 3), ("deepspeed", 3),
+                                              ("exact", 3)])
+def test_zero_left_open_is_the_frameworks_own_stage(framework, stage):
+    """--zero not given: Megatron's distributed optimizer and nanotron's ZeRO run stage 1, so their profiles take it
+    (the command ran, where it used to refuse ZeRO-3); the others, and the exact accounting, FSDP's 3."""
+    from hostile import run
+
+    flags = ["memory", "--model", "llama3-8b", "--fsdp", "8", "--tokens", "4096", "--framework", framework, "--json"]
+    open_, given = (json.loads(run(flags + extra).stdout) for extra in ([], ["--zero", str(stage)]))
+    assert open_["layout"]["zero"] == stage and open_["peak_bytes"] == given["peak_bytes"]

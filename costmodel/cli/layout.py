@@ -17,7 +17,7 @@ from costmodel.inputs.placement import DEFAULT_PLACEMENT
 
 #: option name -> (typer Annotated type, default)
 OPTIONS = {
-    "tokens": (o.TokensOpt, 0), "seq": (o.SeqOpt, None), "dp": (o.DpOpt, 1), "fsdp": (o.FsdpOpt, 1), "zero": (o.ZeroOpt, 3),
+    "tokens": (o.TokensOpt, 0), "seq": (o.SeqOpt, None), "dp": (o.DpOpt, 1), "fsdp": (o.FsdpOpt, 1), "zero": (o.ZeroOpt, None),
     "tp": (o.TpOpt, 1), "sp": (o.SpOpt, False), "pp": (o.PpOpt, 1), "cp": (o.CpOpt, 1),
     "shard_activations": (o.ShardActOpt, 0.0), "reshard": (o.ReshardOpt, True), "mx": (o.MxOpt, 1),
     "my": (o.MyOpt, 1), "recompute": (o.RecomputeOpt, "none"), "flash": (o.FlashOpt, True),
@@ -41,6 +41,8 @@ def build_layout(fixed: dict | None = None, **values):
     from costmodel.specs.layout import Layout
 
     fields = dict(values, **(fixed or {}))
+    if fields.get("zero", 0) is None:  # left open: the framework's own stage, else 3 (cost.runs.framework_zero)
+        del fields["zero"]
     if "reshard" in fields:
         fields["reshard_after_forward"] = fields.pop("reshard")
     if "hsdp_group" in fields:

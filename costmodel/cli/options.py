@@ -47,8 +47,9 @@ SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(1, bounds.S
 DpOpt = Annotated[int, typer.Option(**DEGREE, help="Data-parallel replicas (DDP; HSDP replicas).", rich_help_panel=_LAYOUT)]
 FsdpOpt = Annotated[int, typer.Option(**DEGREE, help="Devices the data axis shards state over (ZeRO/FSDP).",
                                       rich_help_panel=_LAYOUT)]
-ZeroOpt = Annotated[int, typer.Option(parser=whole(0, 3), metavar="0-3",
-    help="ZeRO stage on the fsdp axis: 1 optimizer, 2 + gradients, 3 + weights (FSDP).",
+ZeroOpt = Annotated[Optional[int], typer.Option(parser=whole(0, 3), metavar="0-3",
+    help="ZeRO stage on the fsdp axis: 1 optimizer, 2 + gradients, 3 + weights (FSDP). Default: 3 (FSDP), or "
+         "the framework's own stage where it runs no ZeRO-3 (megatron, nanotron: 1).",
     rich_help_panel=_LAYOUT)]
 TpOpt = Annotated[int, typer.Option(**DEGREE, help="Tensor-parallel degree.", rich_help_panel=_LAYOUT)]
 SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallel within the TP group.",

@@ -83,6 +83,9 @@ def memory_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
+    from costmodel.cost.runs import framework_zero
+
+    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     cost = evaluate_layout(spec, rec, layout, framework=frame)
     stage_memory(cost, out, units, _described(layout, frame))
     _done(as_json, out, "memory", f"{spec.name}: memory per device of {len(cost.stages)} stage(s)",
@@ -115,6 +118,9 @@ def fsdp_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
+    from costmodel.cost.runs import framework_zero
+
+    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame).n_fsdp
     count, admitted = admissible(spec, layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the experts admit

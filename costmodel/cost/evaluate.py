@@ -17,7 +17,7 @@ from costmodel.cost.collectives import Timed, step_collectives, timed
 from costmodel.cost.flops import StepFlops, six_n_t, step_flops
 from costmodel.cost.memory import StageMemory, heaviest, heaviest_total, optimizer_params, stages_memory
 from costmodel.cost.point import QUANTITIES, Point
-from costmodel.cost.runs import cp_kinds
+from costmodel.cost.runs import cp_kinds, framework_zero
 from costmodel.cost.stage import stage
 from costmodel.errors import CostModelError
 from costmodel.cost.shape import Shape
@@ -179,6 +179,7 @@ def _as_float(point: Point) -> Point:
 def evaluate_layout(model, recipe, layout, hardware=None, *, framework=None, **options) -> Cost:
     """:func:`evaluate` for specs and a validated Layout (what the CLI and the api call); a framework
     profile adds its overheads and, where the layout leaves them open, sets its pipeline split and CP kind."""
+    layout = framework_zero(layout, framework)
     point = Point.of(layout)
     if framework is not None and layout.split is None:
         point = replace(point, split=framework.split)

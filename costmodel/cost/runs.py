@@ -20,6 +20,15 @@ def recompute_flags(modes) -> str:
     return "|".join("every:K" if m == "every" else m for m in modes)
 
 
+def framework_zero(layout, framework):
+    """The layout with the framework's own ZeRO stage where --zero was left open and it runs no ZeRO-3 (Megatron's
+    distributed optimizer and nanotron's ZeRO are stage 1), else as given: 3 (FSDP) by default."""
+    if (framework is None or not framework.zero_stages or 3 in framework.zero_stages
+            or "zero" in layout.model_fields_set):
+        return layout
+    return layout.model_copy(update={"zero": framework.zero_stages[0]})
+
+
 def cp_kinds(framework) -> tuple:
     """The --cp-kind values a framework runs, its default first (no framework, or one that names none: ring, a2a)."""
     return tuple(framework.cp_kinds) if framework is not None and framework.cp_kinds else GENERIC_CP_KINDS
