@@ -39,7 +39,10 @@ def checks(shape, point) -> list[Rule]:
     """Every width the split cuts must divide by t; with SP, the tokens too."""
     tp = point.tp
     if shape.attention:
-        kv = _divides(tp, shape.kv_heads, "--tp", "the KV heads")
+        kv = Rule(divides(tp, shape.kv_heads),
+                  lambda: f"--tp {tp} does not divide the KV heads = {shape.kv_heads:,}" + (
+                      " (--tp-kv replicate keeps a copy of a KV head on each rank that reads it)"
+                      if tp % shape.kv_heads == 0 else ""))
         if point.tp_kv == "replicate":
             kv = Rule(shape.kv_heads % tp == 0 or tp % shape.kv_heads == 0,
                       lambda: f"--tp {tp} with --tp-kv replicate needs --tp to divide or be a multiple of the "
