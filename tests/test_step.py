@@ -582,3 +582,24 @@ def test_fsdp2_copies_inside_pipeline_stages_add_the_gradient_accumulation():
     copies = sum(c.calls * (2 * c.buffer_bytes if c.op == "all-gather" else c.buffer_bytes * (1 + 2 / 4))
                  for c in (r.collective for r in flat.collectives if r.collective.axis == "fsdp"))
     assert flat.step.fsdp_copy_s == pytest.approx(copies / rate, rel=1e-12)  # bf16 gradients cast in, no accumulator
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_hfu_counts_attention_as_mfu_does(recompute):
+    """Under --attention-flops causal HFU halves attention and its rerun as MFU halves attention: without
+    recomputation the two are equal; with it HFU exceeds MFU by the rerun alone."""
+    import json
+
+    from hostile import run
+
+    def step(convention):
+        return json.loads(run(["step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--tokens", "8192",
+                               "--recompute", recompute, "--attention-flops", convention, "--json"]).stdout)
+
+    full, causal = step("full"), step("causal")
+    assert full["step_s"] == causal["step_s"]
+    if recompute == "none":
+        assert causal["hfu"] == pytest.approx(causal["mfu"], rel=1e-12) and full["hfu"] == pytest.approx(full["mfu"])
+    else:
+        assert causal["hfu"] - causal["mfu"] < full["hfu"] - full["mfu"]  # the rerun's attention halved too
+        assert causal["hfu"] > causal["mfu"]

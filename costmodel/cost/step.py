@@ -72,6 +72,7 @@ class StepTime:
     # reduce-scatter (cost/memory_bound.fsdp2_copy_bytes)
     cp_exposed_s: object = 0  # of cp_s, what attention does not hide
     cp_overlap: str = "none"
+    attention_rerun_flops: object = 0  # of hardware_flops beyond model_flops, attention's rerun (full s x s)
 
     @property
     def modelled_critical_s(self):
@@ -110,7 +111,12 @@ class StepTime:
     @property
     def hfu(self):
         """Hardware FLOPs utilisation: model + recomputed FLOPs over the same."""
-        return fs.utilisation(flops=self.hardware_flops, seconds=self.step_s, devices=self.devices,
+        return self.hfu_with("full")
+
+    def hfu_with(self, convention: str = "full"):
+        """HFU with attention, and its rerun, counted over the full s x s or (``causal``) half of it, as MFU is."""
+        causal = (self.attention_flops + self.attention_rerun_flops) / 2 if convention == "causal" else 0
+        return fs.utilisation(flops=self.hardware_flops - causal, seconds=self.step_s, devices=self.devices,
                               peak_flops=self.peak_flops)
 
     @property
@@ -267,7 +273,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
                     bubble, step, global_tokens, flops.per_token * global_tokens, hw_flops, devices, peak, efficiency,
                     _overlap_name(overlap), attention, precision, tp_exposed, p2p_exposed, tp_overlap, p2p_overlap, by_axis["ep"],
                     expert_efficiency, extra, floor, attention_s, kernel, rates, optimizer, overlap_why, fp8_casts,
-                    kernels, fsdp_copy_s, cp_exposed_s=cp_exposed, cp_overlap=cp_overlap)
+                    kernels, fsdp_copy_s, cp_exposed_s=cp_exposed, cp_overlap=cp_overlap,
+                    attention_rerun_flops=flops.attention_recompute_per_token * global_tokens)
 
 
 def _overlap_name(overlap) -> str:

@@ -64,7 +64,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             **_stalls(cost, hardware),
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
-            "hfu": b.hfu, "placement": cost.point.placement, "recompute": _recompute(cost.point),
+            "hfu": b.hfu_with(convention), "placement": cost.point.placement, "recompute": _recompute(cost.point),
             "checkpoint": cost.point.checkpoint,
             "precision": b.precision, "fp8_casts": b.fp8_casts if b.precision == "fp8" else None, "kernels": b.kernels,
             "bubble_fraction": b.bubble, "matmul_efficiency": b.matmul_efficiency,
@@ -170,7 +170,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     out.print(f"{b.global_tokens:,} tokens per step -> {b.tokens_per_s:,.0f} tokens/s; MFU {data['mfu']:.1%} "
               f"(attention counted {convention}{' s x s' if convention == 'full' else ': half of s x s'}"
               f"{_within(cost.point.document)}), "
-              f"HFU {b.hfu:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
+              f"HFU {data['hfu']:.1%} (peak {b.peak_flops / 1e12:,.1f} TFLOP/s {data['precision']} dense)")
     if cost.point.placement != DEFAULT_PLACEMENT:
         out.print(f"Placement, innermost (fastest level) first: {cost.point.placement}")
     if data["recompute"] != "none":
