@@ -237,4 +237,4 @@ def _memory_line(out, cost, hardware) -> None:
     memory = _memory(cost, hardware)
     need, capacity, judged = memory["memory_bytes"], memory["memory_capacity_bytes"], VERDICTS[memory["memory_verdict"]]
     out.print(f"Memory: {need / 1e9:,.2f} GB per device of {literal(hardware.name)}'s {capacity / 1e9:,.2f} GB: "
-              f"{judged} (`cost4d memory` with the same flags itemises it)")
+              f"{judged} (`cost4d memory` with the same layout flags itemises it; it takes no time options)")
