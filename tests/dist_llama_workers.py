@@ -40,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
                                                RowwiseParallel, SequenceParallel, parallelize_module)
 import torch_sac
+from torch_eager import HBMBytes
 from torch_models import Decoder
 
 from costmodel.specs.model import Transformer
@@ -283,25 +284,31 @@ def cp_attention(spec, tokens, *, method):
     from torch.distributed.tensor.experimental._context_parallel import _attention as ring
 
     batch, seq = tokens.shape
-    shape = (batch, spec.heads, seq // dist.get_world_size(), spec.head_dim)
-    q, k, v = (torch.randn(shape, dtype=torch.bfloat16) for _ in range(3))
+    local = seq // dist.get_world_size()
+
+    def titan():  # torchtitan's (b, s, h, d) projections, transposed to the (b, h, s, d) SDPA takes: not contiguous
+        return torch.randn(batch, local, spec.heads, spec.head_dim, dtype=torch.bfloat16).transpose(1, 2)
+
+    q, k, v, grad_out = titan(), titan(), titan(), titan()
     before = ring._cp_options.rotate_method
     ring._cp_options.rotate_method = {"allgather": ring._RotateMethod.ALL_GATHER,
                                       "alltoall": ring._RotateMethod.ALL_TO_ALL}[method]
     forward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
-    log = DispatchLog()
-    with log:
+    log, hbm = DispatchLog(), {"forward": HBMBytes(), "backward": HBMBytes()}  # all but the kernels and collectives
+    with log, hbm["forward"]:
         log.phase = "forward"
         out, lse, *_ = ring._templated_ring_attention(dist.group.WORLD, 2, forward, q, k, v, is_causal=True)
-    grad_out = torch.ones_like(out)
     held = LiveBytes(q, k, v, out, lse, grad_out)  # what the backward allocates beyond its inputs, at its largest
-    with log, held, _sent_buffers_kept_until_received(ring):
+    with log, held, _sent_buffers_kept_until_received(ring), hbm["backward"]:
         log.phase = "backward"
         ring._templated_ring_attention_backward(dist.group.WORLD, 2, backward, grad_out, "grad_out", q, k, v, out, lse,
                                                 is_causal=True, dropout_p=0.0)
     ring._cp_options.rotate_method = before
-    return {"dispatch": log.records, "backward_peak_bytes": held.peak, "query_elements": q.numel()}
+    return {"dispatch": log.records, "backward_peak_bytes": held.peak, "query_elements": q.numel(),
+            "lse_elements": lse.numel(), "hbm_bytes": {phase: count.total for phase, count in hbm.items()},
+            "hbm_by_op": {phase: count.by_op for phase, count in hbm.items()}}
+
 
 
 @contextlib.contextmanager

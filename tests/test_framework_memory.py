@@ -203,7 +203,7 @@ def test_pending_reduce_scatters_are_reserved_not_allocated():
 
 
 @pytest.mark.parametrize("flags, says", [
-    (["--fsdp", "4"], "--framework nanotron shards the data axis with ZeRO 1 only, not --zero 3 (give --zero 1)"),
+    (["--fsdp", "4", "--zero", "3"], "--framework nanotron shards the data axis with ZeRO 1 only, not --zero 3 (give --zero 1)"),
     (["--fsdp", "4", "--dp", "2", "--zero", "1"], "--framework nanotron shards over its one data-parallel group: "
      "no --dp 2 replicas of --fsdp 4 shards (give --fsdp 8 alone)"),
 ])

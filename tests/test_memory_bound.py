@@ -145,3 +145,27 @@ def test_fp8_casts_arrays_equal_numbers():
     arrays = memory_bound.fp8_cast_bytes(shape, Point(tp=np.array([1, 2, 4, 8]), sp=True), 2)
     numbers = [memory_bound.fp8_cast_bytes(shape, Point(tp=t, sp=t > 1), 2) for t in (1, 2, 4, 8)]
     assert list(arrays) == numbers
+
+
+def test_torch_ring_attention_traffic_per_layer_as_the_readme_says():
+    """Llama (K, V repeated to the query heads, d_h = 128, torchtitan's transposed layout) on 2 CP ranks: the busiest
+    rank's forward and backward around the attention kernels move about 113 x the rank's query bytes a layer, the
+    figure the README gives; the step's term (per local token) is that over the local tokens."""
+    from pathlib import Path
+
+    from costmodel.cost.memory_bound import torch_ring_attention_bytes
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.formulas.memory_bound import torch_ring_backward_bytes, torch_ring_forward_bytes
+    from costmodel.specs.load import load_model
+
+    q, lse = 1.0, 4 / (2 * 128)  # per query byte: the fp32 lse of a head over its 128 bf16 elements
+    total = (torch_ring_forward_bytes(q=q, kv=2 * q, out=q, lse=lse, cp=2, rank=1, noncontiguous=1)
+             + torch_ring_backward_bytes(q=q, kv=2 * q, lse=lse, cp=2, rank=1, noncontiguous=1, lse_copied=1))
+    assert round(total) == 113
+    assert "about 113 local query-bytes a layer on 2 ranks" in " ".join(
+        (Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    shape, point = Shape.of(load_model("llama3-8b")), Point(cp=2, tokens=8192, cp_kind="allgather")
+    query_bytes_per_token = shape.heads * shape.head_dim * 2
+    assert torch_ring_attention_bytes(shape, point, 2, 0) == pytest.approx(total * query_bytes_per_token, rel=1e-12)
+    assert torch_ring_attention_bytes(shape, Point(cp=1, tokens=8192, cp_kind="allgather"), 2, 0) == 0

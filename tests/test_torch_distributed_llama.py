@@ -233,17 +233,48 @@ def test_torch_ring_attention_sends_what_the_cp_kind_says(measured, method):
 
 @pytest.mark.parametrize("method", ["allgather", "alltoall"])
 def test_torch_ring_attention_backward_holds_what_the_term_says(measured, method):
-    """What torch's ring attention allocates beyond its inputs during one attention call's backward, at its largest:
-    the largest over the ranks equals formulas/overheads.ring_attention_backward_bytes (c + 1 rotated K, V buffers
-    all-gathered, min(c, 3) passed on), and no rank exceeds it."""
+    """What torch's ring attention allocates beyond its inputs during one attention call's backward (torchtitan's
+    transposed q, k, v), at its largest: the largest over the ranks equals formulas/overheads.
+    ring_attention_backward_bytes (on 4 ranks all-gathered, the second iteration's K, V concatenation beside the
+    contiguous copies of the transposed K, V; else a rank sending its dK, dV), and no rank exceeds it."""
     from costmodel.formulas.overheads import ring_attention_backward_bytes
 
     world, ranks = measured
     runs = [logs[f"cp-{method}"] for logs in ranks]
     query = runs[0]["query_elements"]  # Q: the rank's queries; K, V repeated to the query heads: 2 Q elements
-    rotated = world + 1 if method == "allgather" else min(world, 3)
-    predicted = ring_attention_backward_bytes(query=query, kv=2 * query, act_bytes=2, rotated=rotated)
+    gathered = method == "allgather"
+    predicted = ring_attention_backward_bytes(query=query, kv=2 * query, lse=runs[0]["lse_elements"], act_bytes=2,
+                                              rotated=world + 1 if gathered else min(world, 3),
+                                              gathered=world if gathered else 0)
     assert max(run["backward_peak_bytes"] for run in runs) == predicted
+
+
+@pytest.mark.parametrize("method", ["allgather", "alltoall"])
+def test_torch_ring_attention_moves_what_the_formulas_say(measured, method):
+    """The HBM bytes torch's ring attention reads and writes around the attention kernels and the collectives in one
+    call (torchtitan's transposed q, k, v; tests/torch_eager.HBMBytes), forward and backward, equal to
+    formulas/memory_bound.torch_ring_forward_bytes and torch_ring_backward_bytes on every rank. On CPU log_sigmoid
+    also writes a buffer the size of its input (CUDA's kernel makes it empty: aten/native/cuda/Activation.cpp), one lse
+    per whole merge and half of one per half merge, added here; and the step's term is the busiest rank's."""
+    from costmodel.cost.memory_bound import torch_ring_attention_bytes
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.formulas.memory_bound import torch_ring_backward_bytes, torch_ring_forward_bytes
+
+    world, ranks = measured
+    runs = [logs[f"cp-{method}"] for logs in ranks]
+    q, lse = 2 * runs[0]["query_elements"], 4 * runs[0]["lse_elements"]  # bf16 queries, fp32 log-sum-exp
+    for rank, run in enumerate(runs):
+        cpu_buffer = rank * lse + (world - 1 - rank) * lse / 2
+        forward = torch_ring_forward_bytes(q=q, kv=2 * q, out=q, lse=lse, cp=world, rank=rank, noncontiguous=1)
+        backward = torch_ring_backward_bytes(q=q, kv=2 * q, lse=lse, cp=world, rank=rank, noncontiguous=1,
+                                             lse_copied=1)
+        assert run["hbm_bytes"] == {"forward": forward + cpu_buffer, "backward": backward}, f"rank {rank}"
+    point = Point(cp=world, tokens=T, cp_kind=method)
+    local_tokens = T // world
+    busiest = max(run["hbm_bytes"]["forward"] + run["hbm_bytes"]["backward"]
+                  - (rank * lse + (world - 1 - rank) * lse / 2) for rank, run in enumerate(runs))
+    assert torch_ring_attention_bytes(Shape.of(SPEC), point, 2, 0) * local_tokens == busiest
 
 
 def test_torchtitan_shards_over_the_data_and_cp_ranks_as_torch_does(measured):

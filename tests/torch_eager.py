@@ -1,6 +1,7 @@
 """torchtitan's Llama block in eager PyTorch, written out (pytorch/torchtitan@238fa995
 torchtitan/models/llama3/model/model.py: apply_rotary_emb, repeat_kv, Attention.forward, FeedForward.forward),
-and a dispatch mode that counts the bytes each kernel reads and writes.
+and a dispatch mode that counts the bytes each kernel reads and writes (also around torch's ring attention:
+tests/dist_llama_workers.py cp_attention).
 
 EagerBlock leaves the norms out (torch's rms_norm runs as one fused kernel on CUDA; the fused count covers it), so
 it is x + attention(x), then h + feed_forward(h); TitanBlock adds them back (torchtitan's RMSNorm before it moved
@@ -20,10 +21,13 @@ NOT_MEMORY_BOUND = {
     "_scaled_dot_product_flash_attention_for_cpu_backward", "view", "_unsafe_view", "t", "transpose", "expand",
     "permute", "detach", "reshape", "view_as_complex", "view_as_real", "alias", "unsqueeze", "slice", "select",
     "_reshape_alias", "as_strided", "squeeze", "_conj", "conj", "flatten", "unflatten", "ones_like",
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",  # allocations: nothing moves
 }
+#: collectives' namespaces: timed as communication, not as memory-bound traffic
+COLLECTIVES = {"c10d", "_c10d_functional", "c10d_functional"}
 #: gather and scatter: nll_loss reads one value per token and its backward writes the gradient (zeros and one
 #: value per token), not the whole logits' worth
-WRITES_ONLY = {"nll_loss_forward": False, "nll_loss_backward": True}
+WRITES_ONLY = {"nll_loss_forward": False, "nll_loss_backward": True, "zeros_like": True}
 
 
 class HBMBytes(TorchDispatchMode):
@@ -48,7 +52,7 @@ class HBMBytes(TorchDispatchMode):
         if inputs and all(self._constant(t) for t in inputs):
             self.constants.update(t.untyped_storage().data_ptr() for t in outputs)
             return out
-        if name in NOT_MEMORY_BOUND:
+        if name in NOT_MEMORY_BOUND or func.namespace in COLLECTIVES or _view(func):
             return out
         reads = sum(min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
                     for t in inputs if not self._constant(t))
@@ -58,6 +62,11 @@ class HBMBytes(TorchDispatchMode):
         self.total += reads + writes
         self.by_op[name] = self.by_op.get(name, 0) + reads + writes
         return out
+
+
+def _view(func) -> bool:
+    """An op whose schema returns an alias of an input (split, chunk, slice, ...): it moves nothing."""
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
 
 def apply_rotary_emb(xq, xk, freqs_cis):

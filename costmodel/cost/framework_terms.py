@@ -24,10 +24,12 @@ def ring_attention_bytes(shape, point, tokens, act_bytes):
     a device of ``tokens`` local tokens: its queries and its keys and values repeated to the query heads, in the
     activations' ``act_bytes``."""
     heads = exact_div(shape.heads, point.tp)
-    rotated = point.cp + 1 if point.cp_kind == "allgather" else minimum(point.cp, 3)
+    gathered = point.cp_kind == "allgather"
     return ov.ring_attention_backward_bytes(query=tokens * heads * shape.head_dim,
                                             kv=tokens * heads * (shape.head_dim + shape.value_dim),
-                                            act_bytes=act_bytes, rotated=rotated)
+                                            lse=tokens * heads, act_bytes=act_bytes,
+                                            rotated=point.cp + 1 if gathered else minimum(point.cp, 3),
+                                            gathered=point.cp if gathered else 0)
 
 
 def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:

@@ -16,8 +16,9 @@ the fused counts.
 from __future__ import annotations
 
 from costmodel.formulas import memory_bound as mb
-from costmodel.mathops import above_one, where
+from costmodel.mathops import above_one, indicator, maximum, where
 from costmodel.parallel import expert
+from costmodel.parallel.context import TORCH_KINDS
 
 KERNELS = ("fused", "eager")
 
@@ -101,6 +102,8 @@ def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None)
                            k_width=shape.kv_heads * shape.head_dim / point.tp, act_bytes=act_bytes, reruns=r)
     if eager and not shape.mla:
         out = out + _eager_attention_extras(shape, point, act_bytes, r)
+    if point.cp_kind in TORCH_KINDS:
+        out = out + torch_ring_attention_bytes(shape, point, act_bytes, r)
     if not point.flash:  # math attention: the softmax (and dropout) over a s scores, rerun by any recomputation
         core = 1 if point.recompute not in ("none", "op") else 0  # op runs flash attention only (shape_op.rules)
         heads = shape.heads / point.tp
@@ -116,6 +119,26 @@ def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None)
     if shape.shared_width:
         out = out + _mlp(shape.shared_width / point.tp, shape.gated, act_bytes, r, eager, shape.width)
     return out
+
+
+def torch_ring_attention_bytes(shape, point, act_bytes, reruns):
+    """What torch's ring attention (--cp-kind allgather|alltoall) moves over HBM around the attention kernels, per
+    local token, on the busiest CP rank: its forward (twice where the layer reruns) and its backward
+    (formulas/memory_bound.torch_ring_forward_bytes, torch_ring_backward_bytes), whose sum is linear in the rank, so
+    largest on the first or the last. K and V as SDPA receives them: repeated to every query head, transposes of
+    torchtitan's (b, s, h, d) projections (copied contiguous) wherever a rank holds more than one head."""
+    heads = shape.heads / point.tp
+    q, out, lse = heads * shape.head_dim * act_bytes, heads * shape.value_dim * act_bytes, heads * 4
+    transposed = indicator(heads > 1)
+    lse_copied = indicator(heads * point.tokens / shape.seq_len > 1)  # one head of one sequence: contiguous already
+
+    def on(rank):
+        return ((1 + reruns) * mb.torch_ring_forward_bytes(q=q, kv=q + out, out=out, lse=lse, cp=point.cp, rank=rank,
+                                                           noncontiguous=transposed)
+                + mb.torch_ring_backward_bytes(q=q, kv=q + out, lse=lse, cp=point.cp, rank=rank,
+                                               noncontiguous=transposed, lse_copied=lse_copied))
+
+    return where(above_one(point.cp), maximum(on(0), on(point.cp - 1)), 0)
 
 
 def _eager_attention_extras(shape, point, act_bytes, reruns):

@@ -219,6 +219,36 @@ def fsdp_accumulate_bytes(*, grad_elements, grad_bytes, reduce_bytes, microbatch
     return first + (microbatches - 1) * grad_elements * (grad_bytes + 2 * reduce_bytes)
 
 
+def torch_ring_forward_bytes(*, q, kv, out, lse, cp, rank, noncontiguous):
+    """HBM bytes torch's ring attention moves around the attention kernels in one call's forward on CP rank ``rank``
+    (of ``cp``, causal, load-balanced), from the bytes the rank's query ``q``, key plus value ``kv`` (as the kernel
+    receives them), output ``out`` and fp32 log-sum-exp ``lse`` take: the contiguous copies of K, V where they come
+    transposed (``noncontiguous``: 1, as torchtitan passes them; 0 if not), c - 1 concatenations of K, V, the output
+    cast to fp32 and back, and each later block's merge into the running output and lse (sigmoid and log-sigmoid
+    arithmetic in fp32): whole for the ``rank`` blocks under the diagonal, on the second half of the queries for the
+    c - 1 - rank others, which also concatenate the halves back. Source: torch 2.13
+    distributed/tensor/experimental/_context_parallel/_attention.py L418-419, L438 (_templated_ring_attention),
+    L186-197 and L136 (_SDPAMerger.step, _partial_update), L214, L224 (its results); measured in
+    tests/test_torch_distributed_llama.py:
+
+        2 n KV + 2 (c - 1) KV + 6 O + r (19 O + 14 L) + (c - 1 - r) (13.5 O + 9 L)"""
+    return (2 * noncontiguous * kv + 2 * (cp - 1) * kv + 6 * out + rank * (19 * out + 14 * lse)
+            + (cp - 1 - rank) * (13.5 * out + 9 * lse))
+
+
+def torch_ring_backward_bytes(*, q, kv, lse, cp, rank, noncontiguous, lse_copied):
+    """The same call's backward: fp32 accumulators for dQ, dK, dV zeroed, K, V copied contiguous again (and, where they
+    came transposed, the first dK, dV pass's flatten a copy), concatenated c - 1 times, each block's gradients added
+    in (whole, or into a half through a concatenation), the dK, dV accumulators concatenated for each of their c
+    passes, the results cast back; the c - 1 - rank blocks above the diagonal copy the second half of the lse
+    (``lse_copied``: 0 where one head of one sequence makes it contiguous already). Source: as above,
+    _templated_ring_attention_backward L513-518, L533, L568, L590-646, _partial_update L133-136:
+
+        6 n KV + (11 c + 3 + 1.5 r) KV + (6.5 c + 3.5 - 1.5 r) Q + (c - 1 - r) L [lse_copied]"""
+    return (6 * noncontiguous * kv + (11 * cp + 3 + 1.5 * rank) * kv + (6.5 * cp + 3.5 - 1.5 * rank) * q
+            + (cp - 1 - rank) * lse * lse_copied)
+
+
 def hbm_seconds(*, hbm_bytes, hbm_bandwidth, efficiency):
     """Memory-bound time: bytes over the bandwidth such kernels achieve, W_HBM x e_HBM."""
     return hbm_bytes / (hbm_bandwidth * efficiency)

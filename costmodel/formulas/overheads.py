@@ -8,7 +8,7 @@ micro-batch on it, b: bytes per element.
 
 from __future__ import annotations
 
-from costmodel.mathops import maximum, minimum
+from costmodel.mathops import maximum, minimum, where
 
 
 def ddp_bucket_bytes(*, params, grad_comm_bytes):
@@ -47,20 +47,30 @@ def upcast_loss_bytes_per_token(*, vocab, tp, logit_bytes, in_place=False):
     return (logit_bytes if in_place else logit_bytes + 4) * vocab / tp
 
 
-def ring_attention_backward_bytes(*, query, kv, act_bytes, rotated):
-    """What torch's ring attention holds beyond its inputs during one attention call's backward, at its largest
-    (torch 2.13 distributed/tensor/experimental/_context_parallel/_attention.py _templated_ring_attention_backward,
-    as torchtitan runs it: causal, head-tail load balanced, fp32 gradient accumulators): on a rank past the first,
-    in an iteration that updates half of K and V, the fp32 dQ accumulator (4 Q); four fp32 K, V-sized buffers of
-    the dK, dV ring: the one received, the one being sent and its copy in flight, and the two halves the partial
-    update rebuilds (16 KV); the block's gradients, dQ whole and dK, dV halved (b (Q + KV / 2)); and ``rotated``
-    K, V-sized buffers of the K, V rotation (all-gathered: the c chunks and the local copy sent, c + 1; passed on:
-    received, sent and in flight, min(c, 3)). Q and KV: elements of the rank's queries and of its keys and values,
-    as SDPA receives them (torchtitan repeats K, V to every query head). Measured on 2, 3 and 4 ranks in
-    tests/test_torch_distributed_llama.py; the CUDA kernel's own workspace is not in it:
+def ring_attention_backward_bytes(*, query, kv, lse, act_bytes, rotated, gathered=0):
+    """What torch's ring attention holds beyond its inputs during one attention call's backward, at its largest over
+    the ranks (torch 2.13 distributed/tensor/experimental/_context_parallel/_attention.py
+    _templated_ring_attention_backward, as torchtitan runs it: causal, head-tail load balanced, fp32 gradient
+    accumulators, q, k, v transposes of its (b, s, h, d) projections). Q, KV, L: elements of the rank's queries, of
+    its keys and values as SDPA receives them (torchtitan repeats them to every query head) and of its log-sum-exp;
+    ``rotated``: K, V-sized buffers the rotation holds (all-gathered: the c chunks and the local copy sent, c + 1;
+    passed on: received, sent and in flight, min(c, 3)). The largest of three moments:
 
-        4 Q + 16 KV + b (Q + KV / 2 + r KV)"""
-    return 4 * query + 16 * kv + act_bytes * (query + kv / 2 + rotated * kv)
+    - a rank past the first sends its dK, dV (L627): the fp32 dQ accumulator, four fp32 K, V-sized buffers of the dK,
+      dV ring (received, sent, its copy in flight, the halves the partial update rebuilds), the block's gradients
+      (dQ whole, dK, dV halved) and the rotation: 4 Q + 16 KV + b (Q + KV / 2 + r KV);
+    - a rank below the last rebuilds dQ from halves (L632, _partial_update): old and new fp32 dQ, three fp32 K,
+      V-sized ring buffers, the block's gradients (dQ halved), the rotation, the lse's second half copied (fp32):
+      8 Q + 12 KV + b (Q / 2 + KV + r KV) + 2 L, the largest where K, V have fewer heads than Q;
+    - all-gathered on c >= 3 ranks (``gathered`` = c, else 0), the second iteration's K, V concatenation (L533):
+      the three fp32 accumulators, two fp32 dK, dV buffers in flight, the c gathered chunks, two concatenations and
+      the contiguous copies of the transposed K, V the first iteration took (L517-518): 4 Q + 12 KV + b (Q + (c + 4) KV).
+
+    Measured on 2 to 6 ranks (tests/test_torch_distributed_llama.py); the CUDA kernel's own workspace is not in it."""
+    sent = 4 * query + 16 * kv + act_bytes * (query + kv / 2 + rotated * kv)
+    rebuilt = 8 * query + 12 * kv + act_bytes * (query / 2 + kv + rotated * kv) + 2 * lse
+    concatenated = where(gathered > 2, 4 * query + 12 * kv + act_bytes * (query + (gathered + 4) * kv), 0)
+    return maximum(maximum(sent, rebuilt), concatenated)
 
 
 def wgrad_cache_bytes(*, layer_matmul_params, output_params, weight_bytes):
