@@ -192,3 +192,25 @@ def test_shipped_logs_by_name():
                    "h100-8gpu-together-nccl-tests")
     # the GEMM table ships in hardware/measured too, but it is no collective log
     assert_refused(run(["validate", "shipped:h100-matmul-xla", "--hardware", "h100-sxm"]), "no shipped logs")
+
+
+def test_rows_say_their_placement_and_type_and_one_gpu_is_no_collective(tmp_path):
+    """validate --json rows name the placement (--placement both lists each) and the type the log ran; a log of one
+    GPU (a local copy, nothing sent) is refused in one line; before NCCL 2.9 the library's code was X x 1000 + Y x
+    100 + Z (nccl.h.in), so 2708 is 2.7.8."""
+    from costmodel.measure.nccl_tests import nccl_version_of
+
+    outcome = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm", "--json",
+                   "--placement", "both"])
+    rows = json.loads(outcome.stdout)["rows"]
+    assert {r["placement"] for r in rows} == {"out-of-place", "in-place"} and {r["dtype"] for r in rows} == {"float"}
+    def one_gpu(line):  # rank 0 alone, busbw 0 (nccl-tests' bus factor for one rank)
+        t = line.split()
+        return "  ".join(t[:7] + ["0.00"] + t[8:11] + ["0.00"] + t[12:]) if t and t[0].isdigit() else line
+
+    lines = (MEASURED / "all_reduce_ring.out").read_text().splitlines()
+    path = tmp_path / "all_reduce_one.out"
+    path.write_text("\n".join(one_gpu(line) for line in lines if "Rank" not in line or "Rank  0" in line) + "\n")
+    assert imported(path)["runs"][0]["environment"]["world_size"] == 1
+    assert_refused(run(["validate", str(path), "--hardware", "h100-sxm"]), "no collective over 2 or more ranks")
+    assert nccl_version_of("2708") == "2.7.8" and nccl_version_of("22602") == "2.26.2"

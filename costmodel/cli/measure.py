@@ -181,6 +181,9 @@ def validate(
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
     before = v.compare(docs, spec, placement)
+    if not before:
+        raise CostModelError("no collective over 2 or more ranks in the measurements: one GPU's times are local "
+                             "copies, which no network model prices")
     fits, after = [], None
     if fit:
         fits = v.fit(docs, spec, placement, floor)

@@ -34,8 +34,10 @@ _ALGORITHMS = ("nvlstree", "nvls", "collnet", "tree", "ring", "pat")
 
 
 def nccl_version_of(code: str) -> str:
-    """22602 -> '2.26.2'."""
+    """22602 -> '2.26.2'; before 2.9 NCCL_VERSION_CODE was X x 1000 + Y x 100 + Z (2708 -> '2.7.8'; nccl.h.in)."""
     value = int(code)
+    if value < 20900:
+        return f"{value // 1000}.{value // 100 % 10}.{value % 100}"
     return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
 
 

@@ -37,6 +37,8 @@ class Row:
     assumed: str = ""  # the algorithm the prediction assumed (NCCL's pick as algorithm/protocol where tuned)
     release: str = ""  # the NCCL release whose tuner priced it, and whose word that is (where tuned)
     calibration: str = ""  # the fit that priced it, in words ("" where none did)
+    placement: str = "out-of-place"
+    dtype: str = ""  # as the log names it (nccl-tests -d all runs several)
 
     @property
     def error_pct(self) -> float:
@@ -79,6 +81,8 @@ def as_run(hardware, release: str | None):
 def compare(documents: list[dict], hardware, placement: str = "out-of-place") -> list[Row]:
     rows, priced = [], {}
     for collective, algorithm, env, row, release, files in measured_rows(documents, placement):
+        if env["world_size"] == 1:  # one GPU sends nothing: its time is a local copy, not a collective's
+            continue
         algorithm = applied_algorithm(collective, algorithm)  # NCCL_ALGO leaves the point-to-point ops alone
         key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
         if key not in priced:  # one time model per group, not per row: a long log stays fast
@@ -92,7 +96,8 @@ def compare(documents: list[dict], hardware, placement: str = "out-of-place") ->
             priced[key] = model, said, model.calibration
         p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
-                        p.seconds, p.level, p.algorithm, priced[key][1] if "/" in p.algorithm else "", priced[key][2]))
+                        p.seconds, p.level, p.algorithm, priced[key][1] if "/" in p.algorithm else "", priced[key][2],
+                        row.get("placement", "out-of-place"), row.get("dtype") or ""))
     return rows
 
 

@@ -20,7 +20,8 @@ def rows_json(rows) -> list[dict]:
              "level": r.level, "assumed": r.assumed, "assumed_algorithm": r.assumed.partition("/")[0],
              "protocol": r.assumed.partition("/")[2] or None, "measured_s": r.measured_s,
              "predicted_s": r.predicted_s, "error_pct": r.error_pct,
-             "nccl_release": r.release.partition(" ")[0] or None, "calibration": r.calibration or None} for r in rows]
+             "nccl_release": r.release.partition(" ")[0] or None, "calibration": r.calibration or None,
+             "placement": r.placement, "dtype": r.dtype or None} for r in rows]
 
 
 def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
