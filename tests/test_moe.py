@@ -148,6 +148,8 @@ def test_impossible_ep_layouts_say_why(layout, message):
 def test_ep_on_a_dense_model_is_refused():
     with pytest.raises(CostModelError, match="has no experts"):
         evaluate_layout(load_model("llama3-8b"), load_recipe("megatron"), Layout(dp=8, ep=8, tokens=4096))
+    with pytest.raises(CostModelError, match="--moe-imbalance 2: llama3-8b routes no tokens to experts"):
+        evaluate_layout(load_model("llama3-8b"), load_recipe("megatron"), Layout(dp=8, moe_imbalance=2, tokens=4096))
 
 
 def test_deepseek_v3_ep64_pp16_per_stage():

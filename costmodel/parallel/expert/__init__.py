@@ -32,7 +32,9 @@ def checks(shape, point) -> list[Rule]:
     E/e experts, or k per token, for every token); a dense model has no experts to spread; MoE under TP needs sequence
     parallelism (Megatron-core asserts it)."""
     if not shape.moe:
-        return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)")]
+        return [Rule(point.ep == 1, lambda: f"--ep {point.ep}: {shape.name} has no experts (not a mixture of experts)"),
+                Rule(point.moe_imbalance == 1, lambda: f"--moe-imbalance {point.moe_imbalance:g}: {shape.name} routes "
+                     "no tokens to experts (not a mixture of experts)")]
     folded = folded_tp(point)
     rules = [Rule(divides(point.ep, shape.experts),
                   lambda: f"--ep {point.ep} does not divide the {shape.experts:,} experts of {shape.name}"),
