@@ -30,10 +30,24 @@ def test_arrays_equal_numbers(preset, op, huge, hop, fits):
         assert arrays[i] == pytest.approx(number, rel=1e-12, abs=0)
 
 
+def dgxc_fit(tmp_path):
+    """A spec fitted on the DGX Cloud log, run with NCCL's own choice: a fit of model nccl under 'auto'."""
+    from pathlib import Path
+
+    from hostile import run
+
+    out = tmp_path / "dgxc.json"
+    log = Path(__file__).resolve().parents[2] / "shared" / "data" / "nccl-tests" / "other-formats" / \
+        "dgxc-h100x8-allreduce.out"
+    assert run(["validate", str(log), "--hardware", "h100-sxm", "--fit", "--out", str(out)]).code == 0
+    return out
+
+
 def test_an_auto_run_takes_the_fit_of_the_algorithm_nccl_picks(tmp_path):
     """A spec fitted on the shipped ring and NVLS all-reduce logs prices NCCL's own choice with the fit of what it
-    picks at each size (ring below the switch, NVLS above it), says so, and names the pick in validate's rows; the
-    DGX Cloud log (another 8 x H100, NCCL's default) is then predicted better than from the datasheet."""
+    picks at each size (ring below the switch, NVLS above it), as numbers and as letters, says so, and names the pick
+    in validate's rows; the DGX Cloud log (another 8 x H100, NCCL's default) is then predicted better than from the
+    datasheet. A ring run on a spec fitted on NCCL's own choice alone takes that fit, and says so."""
     import json
     from pathlib import Path
 
@@ -55,6 +69,13 @@ def test_an_auto_run_takes_the_fit_of_the_algorithm_nccl_picks(tmp_path):
             fit["latency_s"] + fit["scale"] * link_cost(sheet, "all-reduce", where_).seconds(size), rel=1e-12)
     assert {choice("hgx-h100", "all-reduce", s, 1, 8)[0] for s in (2**20, 2**30)} == {"ring", "nvls"}
     assert "nvls picks x" in calibration_used(fitted, "all-reduce", where_)
+    from costmodel import api  # letters: each pick's fit once they are numbers
+
+    formula = api.formula("llama3-8b", hardware=str(out), tp=8, tokens=8192)
+    assert formula.at(formula.cost.step.step_s) == pytest.approx(
+        api.cost("llama3-8b", hardware=str(out), tp=8, tokens=8192).step.step_s, rel=1e-12)
+    ring_log = run(["validate", str(logs / "all_reduce_ring.out"), "--hardware", str(dgxc_fit(tmp_path)), "--json"])
+    assert all("the fit of NCCL's own choice" in r["calibration"] for r in json.loads(ring_log.stdout)["rows"])
     dgxc = Path(__file__).resolve().parents[2] / "shared" / "data" / "nccl-tests" / "other-formats" / \
         "dgxc-h100x8-allreduce.out"
     errors = {}

@@ -213,4 +213,9 @@ def test_rows_say_their_placement_and_type_and_one_gpu_is_no_collective(tmp_path
     path.write_text("\n".join(one_gpu(line) for line in lines if "Rank" not in line or "Rank  0" in line) + "\n")
     assert imported(path)["runs"][0]["environment"]["world_size"] == 1
     assert_refused(run(["validate", str(path), "--hardware", "h100-sxm"]), "no collective over 2 or more ranks")
+    eight = imported(MEASURED / "all_reduce_ring.out")  # 8 GPUs, out-of-place rows only: none in place, not one GPU
+    eight["runs"][0]["rows"] = [r for r in eight["runs"][0]["rows"] if r["placement"] == "out-of-place"]
+    (tmp_path / "eight.json").write_text(json.dumps(eight))
+    outcome = run(["validate", str(tmp_path / "eight.json"), "--hardware", "h100-sxm", "--placement", "in-place"])
+    assert "no collective over 2 or more ranks" not in outcome.stderr
     assert nccl_version_of("2708") == "2.7.8" and nccl_version_of("22602") == "2.26.2"

@@ -98,9 +98,10 @@ def test_four_gpus_all_reduce_large_buffers_on_rings():
 
 
 def test_a_variant_with_other_nics_scales_the_networks_speeds(tmp_path):
-    """h100-sxm with four 400 Gb/s NICs a node (25 GB/s a GPU, half the preset's): across nodes NCCL's graphs run
-    at half the network speed, so a large all-reduce over 2 x 8 takes about twice the bandwidth time; inside a node
-    nothing changes; the tuner's name says so."""
+    """h100-sxm with four 400 Gb/s NICs a node (25 GB/s a GPU, where the preset's path carries 48): across nodes
+    NCCL's graphs run at 25/48 of their network speed, so a large all-gather's rings over 2 x 8 take 48/25 the
+    bandwidth time (an all-reduce's NVLS-tree less: its heads keep their NVLink speed); inside a node nothing changes; the tuner's name says so; a faster NIC behind the same PCIe link changes
+    nothing."""
     from costmodel.cost.network import calibration_used, collective_seconds
     from costmodel.cost.placement import Placement
     from costmodel.specs.load import load_hardware
@@ -112,11 +113,27 @@ def test_a_variant_with_other_nics_scales_the_networks_speeds(tmp_path):
     across, inside = Placement("data", 16, 8, 2), Placement("tp", 8, 8, 1)
     size = 2**33
 
-    def bandwidth_time(hw, where_):
-        return collective_seconds(hw, op="all-reduce", buffer_bytes=size, where_=where_) - collective_seconds(
-            hw, op="all-reduce", buffer_bytes=size / 2, where_=where_)
+    def bandwidth_time(hw, where_, op="all-gather"):
+        return collective_seconds(hw, op=op, buffer_bytes=size, where_=where_) - collective_seconds(
+            hw, op=op, buffer_bytes=size / 2, where_=where_)
 
-    assert bandwidth_time(half, across) == pytest.approx(2 * bandwidth_time(full, across), rel=0.02)
+    assert bandwidth_time(half, across) == pytest.approx(48 / 25 * bandwidth_time(full, across), rel=1e-6)  # rings
+    assert bandwidth_time(full, across, "all-reduce") < bandwidth_time(half, across, "all-reduce")
     assert collective_seconds(half, op="all-reduce", buffer_bytes=size, where_=inside) == collective_seconds(
         full, op="all-reduce", buffer_bytes=size, where_=inside)
-    assert "hgx-h100, NICs x 0.5" in calibration_used(half, "all-reduce", across)
+    assert "hgx-h100, NIC 25 GB/s a GPU" in calibration_used(half, "all-reduce", across)
+    faster = tmp_path / "faster.toml"  # behind the same PCIe Gen5 x16 link (48 GB/s) an 800 Gb/s NIC carries no more
+    faster.write_text(spec.read_text().replace("25e9", "100e9").replace("h100-4nic", "h100-800g"))
+    assert collective_seconds(load_hardware(str(faster)), op="all-reduce", buffer_bytes=size, where_=across) == \
+        collective_seconds(full, op="all-reduce", buffer_bytes=size, where_=across)
+
+
+def test_a_p4de_variant_with_a_faster_nic_than_its_graphs_is_one_line(tmp_path):
+    """p4de's graphs were derived for 6.25 GB/s a GPU (4 x 100 Gb/s EFA over 8 GPUs); a variant with more is refused:
+    the graphs are scaled down only."""
+    from hostile import assert_refused, run
+
+    spec = tmp_path / "p4de-fast.toml"
+    spec.write_text('extends = "aws-p4de"\nname = "p4de-fast"\n[[network]]\nname = "efa"\nbandwidth_bytes_per_s = 12.5e9\n')
+    assert_refused(run(["comm", "--model", "llama3-8b", "--hardware", str(spec), "--dp", "16", "--tokens", "4096"]),
+                   "scales them down only")

@@ -38,9 +38,6 @@ def memory(
     from costmodel.specs.load import load_hardware, load_run
 
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     device = load_hardware(hardware or "h100-sxm")
     if symbolic and frame is not None:
         raise CostModelError("--symbolic prints the exact accounting; drop --framework (the overheads are numbers)")
@@ -99,9 +96,6 @@ def comm(
     from costmodel.specs.load import load_hardware, load_run
 
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     device = load_hardware(hardware)
     if symbolic and frame is not None:
         raise CostModelError("--symbolic prints the exact accounting; drop --framework")

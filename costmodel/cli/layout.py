@@ -34,15 +34,22 @@ MEMORY = ("tokens", "seq", "dp", "fsdp", "zero", "tp", "sp", "pp", "cp", "shard_
           "ep", "etp", "moe_imbalance")
 
 
-def build_layout(fixed: dict | None = None, **values):
-    """A Layout from option values; a validation error names the flag."""
+def build_layout(fixed: dict | None = None, framework: str | None = None, **values):
+    """A Layout from option values (``framework``: the command's --framework, whose own ZeRO stage --zero left open
+    means); a validation error names the flag."""
     from pydantic import ValidationError
 
     from costmodel.specs.layout import Layout
 
     fields = dict(values, **(fixed or {}))
-    if fields.get("zero", 0) is None:  # left open: the framework's own stage, else 3 (cost.runs.framework_zero)
+    if fields.get("zero", 0) is None:  # left open: the framework's own stage, else the layout's 3
         del fields["zero"]
+        if framework:
+            from costmodel.specs.load import framework_profile
+
+            frame = framework_profile(framework)
+            if frame is not None and frame.own_zero is not None:
+                fields["zero"] = frame.own_zero
     if "reshard" in fields:
         fields["reshard_after_forward"] = fields.pop("reshard")
     if "hsdp_group" in fields:
@@ -130,7 +137,8 @@ def with_plain(command):
 def with_layout(*names: str, fixed: dict | None = None, **defaults):
     """Add the layout options ``names`` to a command, which then receives ``layout=``."""
     added = {name: (OPTIONS[name][0], defaults.get(name, OPTIONS[name][1])) for name in names}
-    return lambda command: extend(command, added, "layout", lambda own, **values: build_layout(fixed, **values))
+    return lambda command: extend(command, added, "layout", lambda own, **values: build_layout(
+        fixed, own.get("framework"), **values))
 
 
 #: the compute-bound question's options (solve batch, explain batch)

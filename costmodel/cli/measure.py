@@ -180,10 +180,8 @@ def validate(
     floor = message_size(min_bytes, "--min-bytes")
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
+    v.check_networked(docs)
     before = v.compare(docs, spec, placement)
-    if not before:
-        raise CostModelError("no collective over 2 or more ranks in the measurements: one GPU's times are local "
-                             "copies, which no network model prices")
     fits, after = [], None
     if fit:
         fits = v.fit(docs, spec, placement, floor)

@@ -83,9 +83,6 @@ def memory_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     cost = evaluate_layout(spec, rec, layout, framework=frame)
     stage_memory(cost, out, units, _described(layout, frame))
     _done(as_json, out, "memory", f"{spec.name}: memory per device of {len(cost.stages)} stage(s)",
@@ -118,9 +115,6 @@ def fsdp_cmd(
 
     check_path(out, "--out")
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     limit_bytes, source = _limit(limit, hardware)
     answer = _fsdp_answer(spec, rec, layout, limit_bytes, source, frame).n_fsdp
     count, admitted = admissible(spec, layout, 4 * answer)  # from 2: the FSDP regime; with --ep, N the experts admit
@@ -213,16 +207,18 @@ def validate_cmd(
     """
     from costmodel.cli.measure import check_validate_options, load_measurements
     from costmodel.errors import CostModelError
-    from costmodel.measure.validate import compare, median_abs_error
+    from costmodel.measure.validate import check_networked, compare, median_abs_error
     from costmodel.report.plot import check_path, validation
     from costmodel.specs.load import load_hardware
 
     check_validate_options(hardware, placement)
     check_path(out, "--out")
     spec = load_hardware(hardware)
-    rows = compare(load_measurements(results, hints), spec, placement)
+    docs = load_measurements(results, hints)
+    check_networked(docs)
+    rows = compare(docs, spec, placement)
     if not rows:
-        raise CostModelError("the measurements have no rows to compare (no sizes above 0 bytes)")
+        raise CostModelError(f"the measurements have no {placement} rows above 0 bytes to compare")
     validation(rows, f"{spec.name}, nccl-tests {placement}", out)
     error = median_abs_error(rows)
     _done(as_json, out, "validate", f"{spec.name}: {len(rows)} rows, median |error| over sizes >= 1 MiB "

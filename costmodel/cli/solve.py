@@ -75,9 +75,6 @@ def solve_fsdp_cmd(
     from costmodel.specs.load import load_run, profile_name
 
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     if symbolic and frame is not None:
         raise CostModelError("--symbolic solves the exact accounting; drop --framework")
     limit_bytes, source = _limit(limit, hardware)
@@ -164,9 +161,6 @@ def solve_ep_cmd(
     from costmodel.units import format_bytes
 
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     limit_bytes, source = _limit(limit, hardware)
     answer = solve_ep(spec, rec, layout, limit_bytes, frame)
     if answer.ep is None:

@@ -82,9 +82,6 @@ def step_cost(model: str, hardware: str, recipe, framework: str, layout, **optio
     from costmodel.specs.load import load_hardware, load_run
 
     frame, spec, rec = load_run(model, recipe, framework)
-    from costmodel.cost.runs import framework_zero
-
-    layout = framework_zero(layout, frame)  # --zero left open: the framework's own stage
     device = load_hardware(hardware)
     if layout.tokens == 0:
         raise CostModelError("--tokens must be positive for a step time (micro-batch x sequence)")

@@ -59,10 +59,17 @@ def preset_of(hardware) -> str:
     preset = hardware.nccl.topology
     if len(hardware.network) < 2:
         return preset
-    ratio = hardware.network[-1].bandwidth_bytes_per_s / nx.NIC_BYTES_PER_S[preset]
-    if abs(ratio - 1) < 1e-9:
+    limit, level = nx.NIC_PATH_LIMIT[preset], hardware.network[-1]
+    nic, derived = min(level.bandwidth_bytes_per_s, limit), min(nx.NIC_BYTES_PER_S[preset], limit)
+    if nic == derived:  # the same path (a faster NIC behind the same PCIe link carries no more)
         return preset
-    name = f"{preset}, NICs x {ratio:.4g}"
+    if nic > derived:
+        raise CostModelError(f"{hardware.name}: its {level.name} level ({level.bandwidth_bytes_per_s / 1e9:g} GB/s a GPU) "
+                             f"is faster than the {derived / 1e9:g} GB/s NCCL's {preset} graphs were derived for; "
+                             "cost4d scales them down only (set [nccl] topology for another system, or drop [nccl] for "
+                             "the datasheet model)")
+    ratio = nic / derived
+    name = f"{preset}, NIC {nic / 1e9:.15g} GB/s a GPU"
     if name not in nx.BUILDERS:
         nx.BUILDERS[name] = nx.with_nic(nx.BUILDERS[preset], ratio)
         inside, out = P2P_GBS[preset]
@@ -220,8 +227,10 @@ class TunedCost:
             from costmodel.cost.nccl_arrays import array_seconds  # imported here: the numbers path never loads it
 
             return array_seconds(self, buffer_bytes)
-        if self.by_algorithm:
-            raise CostModelError("a calibration fitted per algorithm prices numbers and arrays, not symbols")
+        if self.by_algorithm:  # each pick's fit applies once the letters are numbers
+            return nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node,
+                                self.hop_us, self.version, fitted=(self.offset, self.scale, self.launch,
+                                                                   self.by_algorithm))
         tuned = nccl_seconds(self.preset, self.op, self.algorithm, buffer_bytes, self.nodes, self.per_node,
                              self.hop_us, self.version)
         tuned = maximum(tuned, self.launch) if self.launch else tuned
@@ -246,29 +255,37 @@ class Calibrated:
 
 
 def nccl_seconds(preset: str, op: str, algorithm: str, buffer_bytes, nodes, per_node, hop_us=None,
-                 version: tuple = nv.TRANSCRIBED):
+                 version: tuple = nv.TRANSCRIBED, fitted: tuple | None = None):
     """t_NCCL_<op>(S, N, g): an opaque function of letters that becomes the tuner's number once they are
-    numbers (substitution), or its array once they are arrays (lambdify)."""
-    return _function(preset, op, algorithm, hop_us, version)(buffer_bytes, nodes, per_node)
+    numbers (substitution), or its array once they are arrays (lambdify); ``fitted`` (offset, scale, launch,
+    by_algorithm): the calibrated time of :class:`TunedCost` with those, each pick's fit applied."""
+    return _function(preset, op, algorithm, hop_us, version, fitted)(buffer_bytes, nodes, per_node)
 
 
 _FUNCTIONS: dict = {}
 
 
-def _function(preset: str, op: str, algorithm: str, hop_us=None, version: tuple = nv.TRANSCRIBED):
-    """One sympy Function class per (preset, op, algorithm, hop, release), made once (sympy compares by class)."""
-    key = (preset, op, algorithm, hop_us, version)
+def _function(preset: str, op: str, algorithm: str, hop_us=None, version: tuple = nv.TRANSCRIBED, fitted=None):
+    """One sympy Function class per (preset, op, algorithm, hop, release, calibration), made once (sympy compares
+    by class)."""
+    key = (preset, op, algorithm, hop_us, version, fitted)
     if key not in _FUNCTIONS:
         import sympy
 
-        def evaluate(cls, size, n, g):
-            if all(arg.is_number for arg in (size, n, g)):
-                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm, hop_us, version)[2])
-            return None
+        offset, scale, launch, picks = fitted or (0.0, 1.0, 0.0, ())
 
-        name = f"t_NCCL_{op.replace('-', '_')}" + ("" if algorithm == "auto" else f"_{algorithm}")
+        def cost(n, g):
+            return TunedCost(preset, op, n, g, algorithm, launch, offset, scale, hop_us, version, picks)
+
+        def evaluate(cls, size, n, g):
+            if not all(arg.is_number for arg in (size, n, g)):
+                return None
+            if fitted is None:
+                return sympy.Float(choice(preset, op, float(size), int(n), int(g), algorithm, hop_us, version)[2])
+            return sympy.Float(cost(int(n), int(g)).seconds(float(size)))
+
+        name = f"t_NCCL_{op.replace('-', '_')}" + ("" if algorithm == "auto" else f"_{algorithm}") + (
+            "_fitted" if fitted else "")
         _FUNCTIONS[key] = type(name, (sympy.Function,), {
-            "eval": classmethod(evaluate),
-            "_imp_": staticmethod(lambda size, n, g: TunedCost(preset, op, n, g, algorithm, hop_us=hop_us,
-                                                               version=version).seconds(size))})
+            "eval": classmethod(evaluate), "_imp_": staticmethod(lambda size, n, g: cost(n, g).seconds(size))})
     return _FUNCTIONS[key]

@@ -212,6 +212,8 @@ def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
     ``algorithm`` itself ('auto': one fitted on NCCL's own picks as a whole), or None: it holds for groups of any size
     there."""
     fits = _fits(hardware, op, level, "nccl", algorithm, exact=True)
+    if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
+        fits = _fits(hardware, op, level, "nccl", "auto", exact=True)
     return max(fits, key=lambda c: c.ranks) if fits else None
 
 
@@ -273,6 +275,7 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
 
         tuner = f"NCCL {hardware.nccl.version} tuner ({preset_of(hardware)})"
         mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
+        mirror += " (the fit of NCCL's own choice)" if scaled and scaled.algorithm != algorithm else ""
         words = [f"{name} picks x {s:.3f} + {o * 1e6:.1f} us" for name, o, s in picks] + (
             [f"{'others' if picks else 'all'} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us{mirror}"]
             if scaled else [])

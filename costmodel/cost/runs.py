@@ -21,12 +21,11 @@ def recompute_flags(modes) -> str:
 
 
 def framework_zero(layout, framework):
-    """The layout with the framework's own ZeRO stage where --zero was left open and it runs no ZeRO-3 (Megatron's
-    distributed optimizer and nanotron's ZeRO are stage 1), else as given: 3 (FSDP) by default."""
-    if (framework is None or not framework.zero_stages or 3 in framework.zero_stages
-            or "zero" in layout.model_fields_set):
+    """The layout with the framework's own ZeRO stage (specs.framework.Framework.own_zero) where --zero was left
+    open, else as given: 3 (FSDP) by default."""
+    if framework is None or framework.own_zero is None or "zero" in layout.model_fields_set:
         return layout
-    return layout.model_copy(update={"zero": framework.zero_stages[0]})
+    return layout.model_copy(update={"zero": framework.own_zero})
 
 
 def cp_kinds(framework) -> tuple:

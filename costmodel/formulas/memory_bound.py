@@ -231,9 +231,9 @@ def torch_ring_forward_bytes(*, q, kv, out, lse, cp, rank, noncontiguous):
     L186-197 and L136 (_SDPAMerger.step, _partial_update), L214, L224 (its results); measured in
     tests/test_torch_distributed_llama.py:
 
-        2 n KV + 2 (c - 1) KV + 6 O + r (19 O + 14 L) + (c - 1 - r) (13.5 O + 9 L)"""
+        2 n KV + 2 (c - 1) KV + 6 O + r (19 O + 14 L) + (c - 1 - r) (27 O + 18 L) / 2"""
     return (2 * noncontiguous * kv + 2 * (cp - 1) * kv + 6 * out + rank * (19 * out + 14 * lse)
-            + (cp - 1 - rank) * (13.5 * out + 9 * lse))
+            + (cp - 1 - rank) * (27 * out + 18 * lse) / 2)
 
 
 def torch_ring_backward_bytes(*, q, kv, lse, cp, rank, noncontiguous, lse_copied):
@@ -244,8 +244,8 @@ def torch_ring_backward_bytes(*, q, kv, lse, cp, rank, noncontiguous, lse_copied
     (``lse_copied``: 0 where one head of one sequence makes it contiguous already). Source: as above,
     _templated_ring_attention_backward L513-518, L533, L568, L590-646, _partial_update L133-136:
 
-        6 n KV + (11 c + 3 + 1.5 r) KV + (6.5 c + 3.5 - 1.5 r) Q + (c - 1 - r) L [lse_copied]"""
-    return (6 * noncontiguous * kv + (11 * cp + 3 + 1.5 * rank) * kv + (6.5 * cp + 3.5 - 1.5 * rank) * q
+        6 n KV + (22 c + 6 + 3 r) KV / 2 + (13 c + 7 - 3 r) Q / 2 + (c - 1 - r) L [lse_copied]"""
+    return (6 * noncontiguous * kv + (22 * cp + 6 + 3 * rank) * kv / 2 + (13 * cp + 7 - 3 * rank) * q / 2
             + (cp - 1 - rank) * lse * lse_copied)
 
 

@@ -207,17 +207,25 @@ def nodes_sharing(many: Topology, nodes: int, gpus: int) -> Topology:
 
 
 def with_nic(builders: tuple, ratio: float) -> tuple:
-    """A system's builders with each GPU's share of the network ``ratio`` x the one its graphs were derived for
-    (:data:`NIC_BYTES_PER_S`): across nodes every graph's speeds scale with it, as :func:`nodes_sharing` scales them
-    for fewer GPUs a node (an estimate: the search picks its speeds from the NIC's, search.cc:1012, 611); one node
-    has no NIC in its graphs."""
+    """A system's builders with each GPU's path to the network ``ratio`` (<= 1) x the one its graphs were derived
+    for (:data:`NIC_BYTES_PER_S`, under :data:`NIC_PATH_LIMIT`): across nodes each graph's network speed scales
+    with it, as the search picks its speeds from the NIC's (search.cc:1012, 611; an estimate, as
+    :func:`nodes_sharing`); a ring's speed is one along the ring, so its NVLink speed follows; a tree's stays
+    within twice the network's (search.cc:1117); NVLS heads keep their NVLink speed. One node has no NIC in its
+    graphs."""
+    if ratio > 1:
+        raise ValueError("with_nic scales the network down only")
     one, many = builders
 
     def scaled(nodes: int, gpus: int) -> Topology:
         topo = many(nodes, gpus)
-        return replace(topo, **{name: replace(getattr(topo, name), bw_inter_gbs=getattr(topo, name).bw_inter_gbs * ratio,
-                                              bw_intra_gbs=getattr(topo, name).bw_intra_gbs * ratio)
-                                for name in ("ring", "tree", "nvls")})
+        ring, tree, nvls = topo.ring, topo.tree, topo.nvls
+        tree_inter = tree.bw_inter_gbs * ratio
+        return replace(topo, ring=replace(ring, bw_inter_gbs=ring.bw_inter_gbs * ratio,
+                                          bw_intra_gbs=ring.bw_intra_gbs * ratio),
+                       tree=replace(tree, bw_inter_gbs=tree_inter, bw_intra_gbs=min(tree.bw_intra_gbs, 2 * tree_inter)
+                                    if tree.bw_intra_gbs != tree.bw_inter_gbs else tree.bw_intra_gbs * ratio),
+                       nvls=replace(nvls, bw_inter_gbs=nvls.bw_inter_gbs * ratio))
 
     return one, scaled
 
@@ -225,6 +233,10 @@ def with_nic(builders: tuple, ratio: float) -> tuple:
 #: each GPU's share of the network (B/s) the graphs below were derived for: a 400 Gb/s ConnectX-7 (HGX H100), 32 x
 #: 100 Gb/s EFA over 8 GPUs (p5), a 200 Gb/s HDR ConnectX-6 (HGX A100), 4 x 100 Gb/s EFA over 8 (p4de)
 NIC_BYTES_PER_S = {"hgx-h100": 50e9, "aws-p5": 50e9, "hgx-a100": 25e9, "aws-p4de": 6.25e9}
+#: what a GPU's PCIe link lets through to its NIC (B/s), whatever the NIC: Gen5 x16 48 GB/s on H100, Gen4 x16 24 on
+#: A100 (topo.cc:408-411, 476; 16 lanes x 240 or 120 / 80)
+NIC_PATH_LIMIT = {"hgx-h100": 48e9, "aws-p5": 48e9, "hgx-a100": 24e9, "aws-p4de": 24e9}
+
 
 #: what each system's search builds for g GPUs on one node, and for N nodes of g GPUs
 BUILDERS = {

@@ -54,6 +54,7 @@ class Run(Record):
     algorithm: Name = "auto"
     rows: list[Row] = Field(min_length=1)
     environment: Environment | None = None
+    nccl: Name | None = None  # the NCCL release its log states (logs imported together keep their own)
 
     @field_validator("collective")
     @classmethod

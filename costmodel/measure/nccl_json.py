@@ -10,7 +10,8 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEVICES, MESSAGE
 from costmodel.inputs.files import shown
 from costmodel.measure.nccl_rows import measurement
-from costmodel.measure.nccl_tests import Hints, Section, infer_algorithm, nccl_version_of, program_of, world_of
+from costmodel.measure.nccl_tests import Hints, infer_algorithm, nccl_version_of, program_of
+from costmodel.measure.nccl_world import Section, world_of
 from costmodel.measure.results import FORMAT, algorithm_set_by, canonical_algorithm, canonical_collective
 
 

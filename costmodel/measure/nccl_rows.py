@@ -106,7 +106,7 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
     return _Layout(tuple(len(g) for g in groups), wrong, starts[0], delta="error" in groups[0])
 
 
-#: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.11)
+#: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.13)
 _MEASURED_COLUMNS = frozenset({"time", "algbw", "busbw", "#wrong", "error", "i_min", "i_max", "i_p99", "i_cv%"})
 #: the columns of a row under no header: size count type redop root | time algbw busbw #wrong (x 2)
 _DEFAULT = _Layout((4, 4), (3, 3))

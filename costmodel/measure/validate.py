@@ -50,6 +50,9 @@ def measured_rows(documents: list[dict], placement: str = "out-of-place"):
     row."""
     for doc in documents:
         release, files = (doc.get("source") or {}).get("nccl"), (doc.get("source") or {}).get("files") or ["results"]
+        if release is not None and not isinstance(release, str):
+            raise CostModelError(f"{', '.join(map(str, files))}: source.nccl: expected a release such as \"2.26.2\", "
+                                 f"found {release!r}"[:300])
         for run in doc["runs"]:
             env = run.get("environment") or doc["environment"]
             ran = run.get("nccl", release)  # merged logs: each run's own
@@ -85,20 +88,29 @@ def compare(documents: list[dict], hardware, placement: str = "out-of-place") ->
             continue
         algorithm = applied_algorithm(collective, algorithm)  # NCCL_ALGO leaves the point-to-point ops alone
         key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
-        if key not in priced:  # one time model per group, not per row: a long log stays fast
-            device, said = as_run(hardware, release)
-            try:
+        try:  # a model's refusal names the log and its test
+            if key not in priced:  # one time model per group, not per row: a long log stays fast
+                device, said = as_run(hardware, release)
                 model = predictor(device, collective=collective, algorithm=algorithm, nodes=env["nodes"],
                                   gpus_per_node=env["gpus_per_node"])
-            except CostModelError as err:  # name the log and its test
-                raise CostModelError(f"{', '.join(files)}: the {collective} test ({algorithm}, {env['nodes']} x "
-                                     f"{env['gpus_per_node']}): {err}") from None
-            priced[key] = model, said, model.calibration
-        p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
+                priced[key] = model, said, model.calibration
+            p = priced[key][0].at(row["bytes"], env.get("gpus_per_thread"))
+        except CostModelError as err:
+            raise CostModelError(f"{', '.join(files)}: the {collective} test ({algorithm}, {env['nodes']} x "
+                                 f"{env['gpus_per_node']}): {err}") from None
         rows.append(Row(collective, algorithm, row["bytes"], env["nodes"], env["gpus_per_node"], row["time_s"],
                         p.seconds, p.level, p.algorithm, priced[key][1] if "/" in p.algorithm else "", priced[key][2],
                         row.get("placement", "out-of-place"), row.get("dtype") or ""))
     return rows
+
+
+def check_networked(documents: list[dict]) -> None:
+    """One line where every run of the measurements ran on one GPU: a local copy each, which no network model
+    prices (such runs beside others are left out of the comparison)."""
+    if all((run.get("environment") or doc["environment"])["world_size"] == 1
+           for doc in documents for run in doc["runs"]):
+        raise CostModelError("no collective over 2 or more ranks in the measurements: one GPU's times are local "
+                             "copies, which no network model prices")
 
 
 def median_abs_error(rows: list[Row], min_bytes: int = MIB) -> float | None:

@@ -35,7 +35,8 @@ def payload(result, commands: list[str], header: dict, details=None) -> dict:
             "seconds": result.seconds, "capacity_bytes": result.capacity_bytes,
             "layouts": [{"rank": i + 1, "layout": p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s,
                          "mfu": p.mfu, "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble,
-                         "exposed_comm_s": p.exposed_comm_s, "breakdown": p.parts, "command": cmd,
+                         "exposed_comm_s": p.exposed_comm_s, "breakdown": p.breakdown, "totals": p.parts,
+                         "command": cmd,
                          **(details[i] if details else {})}
                         for i, (p, cmd) in enumerate(zip(result.best, commands))]}
 

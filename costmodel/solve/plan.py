@@ -47,8 +47,13 @@ class Planned:
     memory_bytes: float  # heaviest stage (reserved, with the framework's terms)
     bubble: float
     exposed_comm_s: float  # communication on the critical path (TP, CP, p2p) + exposed data-axis traffic
-    parts: dict = field(default_factory=dict)
-    bubble_s: float = 0.0  # the pipeline bubble's seconds (the step's critical_parts)
+    parts: dict = field(default_factory=dict)  # each part's whole time (CP by its exposed share)
+    breakdown: dict = field(default_factory=dict)  # the parts that sum to step_s (the step's critical_parts)
+
+    @property
+    def bubble_s(self) -> float:
+        """The pipeline bubble's seconds."""
+        return self.breakdown.get("bubble_s", 0.0)
 
 
 @record
@@ -185,7 +190,7 @@ def _row(step, i, memory) -> tuple:
     exposed = sum(_at(critical[k], i) for k in ("tp_exposed_s", "cp_exposed_s", "ep_s", "p2p_exposed_s",
                                                "data_exposed_s"))
     return (_at(step.tokens_per_s, i), _at(step.mfu, i), float(memory), _at(step.bubble, i), exposed, parts,
-            _at(critical["bubble_s"], i))
+            {k: _at(v, i) for k, v in critical.items()})
 
 
 def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str,

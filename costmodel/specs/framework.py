@@ -127,6 +127,12 @@ class Framework(Spec):
         return self.context_bytes + nccl_buffer_bytes(communicators=self.nccl_communicators,
                                                       channels=self.nccl_channels, buffsize=self.nccl_buffsize)
 
+    @property
+    def own_zero(self) -> int | None:
+        """The ZeRO stage --zero left open means under it: its own where it runs no ZeRO-3 (Megatron's distributed
+        optimizer and nanotron's ZeRO are stage 1); None: FSDP's 3, the layout's default."""
+        return self.zero_stages[0] if self.zero_stages and 3 not in self.zero_stages else None
+
     def band(self, predicted):
         """Where the measured value lies for 90% of the fitted runs: predicted / (1 + q95) to / (1 + q5)."""
         return predicted / (1 + self.error_high), predicted / (1 + self.error_low)
