@@ -284,3 +284,22 @@ def test_plan_takes_kernels_and_its_commands_reproduce_them():
     out = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "step", *args, "--json"], capture_output=True,
                                     text=True, check=True).stdout)
     assert out["kernels"] == "fused" and out["step_s"] == pytest.approx(row["step_s"], rel=1e-9)
+
+
+def test_tp_degrees_that_divide_the_heads_are_searched_with_kv_heads_copied():
+    """PaLM 540B (48 heads, one KV head) on 6,144 TPU v4 chips: TP 3, 6, 12, 24 and 48 divide the heads and the
+    chips, so they are searched beside the powers of two; the exact profile copies the KV head to the TP ranks that
+    read it (--tp-kv replicate), and each reported row equals `step` and `memory` on its own layout."""
+    from costmodel.solve.plan_candidates import tp_degrees
+
+    assert tp_degrees(6144, 48) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+    assert tp_degrees(64, 32) == [1, 2, 4, 8, 16, 32, 64]
+    spec, rec, tpu = load_model("palm-540b"), load_recipe("megatron"), load_hardware("tpu-v4")
+    result = plan(spec, rec, tpu, devices=6144, global_tokens=2048 * 2048, seq=2048, top=5)
+    assert result.best and all(p.layout["tp"] % 3 == 0 for p in result.best)  # 6,144 = 3 x 2,048
+    for p in result.best:
+        layout = Layout(**p.layout)
+        assert layout.tp_kv == "replicate"
+        cost = evaluate_layout(spec, rec, layout, tpu)
+        assert p.step_s == pytest.approx(cost.step.step_s, rel=1e-9)
+        assert p.memory_bytes == pytest.approx(cost.memory_bytes, rel=1e-9)

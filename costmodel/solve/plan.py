@@ -90,8 +90,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     start = time.perf_counter()
     shape = Shape.of(model)
     shape = replace(shape, seq_len=seq) if shape.attention else shape
-    rows = np.array(list(candidates(devices, shape.layers, global_tokens // seq, shape.experts if shape.moe else 0)),
-                    dtype=np.int64)
+    rows = np.array(list(candidates(devices, shape.layers, global_tokens // seq, shape.experts if shape.moe else 0,
+                                    shape.heads if shape.attention else None)), dtype=np.int64)
     if rows.size == 0:
         raise CostModelError(f"no layout of {devices} devices splits {global_tokens // seq:,} sequences into whole "
                              "micro-batches")
@@ -112,6 +112,9 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
     cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
+    # KV heads copied to the TP ranks that read them where TP exceeds them (PaLM's one KV head on 12); the frameworks
+    # assert TP divides them (Megatron-core's divide(num_query_groups, tp), nanotron's llama.py L352, torchtitan's)
+    replicate_kv = "replicate" if framework is None and shape.attention else "split"
     kinds = cp_kinds(framework)
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
@@ -143,6 +146,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
                       schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even",
+                      tp_kv=replicate_kv,
                       placement=order[idx] if placed else DEFAULT_PLACEMENT, document=document)
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision, kernels=kernels)
         valid = np.broadcast_to(np.asarray(cost.valid, dtype=bool), idx.shape)
@@ -164,7 +168,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 zero=zero, tokens=int(mbs[j] * seq), seq=seq, recompute=recompute,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j]),
-                placement=PLACEMENTS[order[j]], **({"document": document} if document else {})),
+                placement=PLACEMENTS[order[j]], **({"document": document} if document else {}),
+                **({"tp_kv": "replicate"} if replicate_kv == "replicate" and tp[j] > shape.kv_heads else {})),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))
     best, seen = [], set()

@@ -25,11 +25,19 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def candidates(devices: int, layers: int, sequences: int, experts: int = 0):
+def tp_degrees(devices: int, heads: int | None = None) -> list[int]:
+    """The TP degrees searched: powers of two up to 64, and with ``heads`` every other degree up to 64 that divides
+    both the devices and the heads (PaLM 540B's 12 of 48 heads on 6,144 chips)."""
+    more = [d for d in _divisors(devices) if d <= 64 and heads and heads % d == 0]
+    return sorted(set(_powers_of_two(min(devices, 64))) | set(more))
+
+
+def candidates(devices: int, layers: int, sequences: int, experts: int = 0, heads: int | None = None):
     """(tp, pp, cp, dp, fsdp, mbs, micro_steps, ep) whose product of degrees is ``devices`` and whose
-    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly; with ``experts``,
-    every power-of-two EP degree that divides them and the data axis and nests with its shards."""
-    for tp, pp, cp in itertools.product(_powers_of_two(min(devices, 64)), _powers_of_two(min(devices, layers)),
+    micro-batches of mbs sequences make up the global batch of ``sequences`` exactly (TP degrees:
+    :func:`tp_degrees`); with ``experts``, every power-of-two EP degree that divides them and the data axis and
+    nests with its shards."""
+    for tp, pp, cp in itertools.product(tp_degrees(devices, heads), _powers_of_two(min(devices, layers)),
                                         CONTEXT):
         if devices % (tp * pp * cp):
             continue

@@ -6,7 +6,7 @@ Sharding: :mod:`.params` (what one TP rank holds); traffic: :mod:`.collectives`;
 
 from dataclasses import replace
 
-from costmodel.mathops import ceil_div, divides, exact_div
+from costmodel.mathops import ceil_div, divides, either, exact_div
 from costmodel.parallel.collective import Rule
 from costmodel.parallel.tensor.collectives import collectives, column_row_pairs
 from costmodel.parallel.tensor.params import (block_params_per_device, block_vector_params_per_device,
@@ -44,7 +44,7 @@ def checks(shape, point) -> list[Rule]:
                       " (--tp-kv replicate keeps a copy of a KV head on each rank that reads it)"
                       if tp % shape.kv_heads == 0 else ""))
         if point.tp_kv == "replicate":
-            kv = Rule(shape.kv_heads % tp == 0 or tp % shape.kv_heads == 0,
+            kv = Rule(either(divides(tp, shape.kv_heads), divides(shape.kv_heads, tp)),
                       lambda: f"--tp {tp} with --tp-kv replicate needs --tp to divide or be a multiple of the "
                       f"KV heads = {shape.kv_heads:,}")
         rules = [_divides(tp, shape.heads, "--tp", "the attention heads"), kv,
