@@ -138,14 +138,13 @@ def titan_block_plan(*, sp: bool) -> dict:
     return plan
 
 
-def op_kept(spec, tokens, *, sp):
-    """Bytes one torchtitan block (tests/torch_eager.TitanBlock) keeps after a forward under the op policy
-    (tests/torch_sac.py), on each rank: the storages made in the forward and alive after it, found by the garbage
-    collector (DTensors by their local tensors), less the output, plus the block input the checkpoint holds."""
+def _kept_after_forward(block, x, *args) -> int:
+    """Bytes a block checkpointed under torchtitan's op policy (tests/torch_sac.py) keeps after its forward: the
+    storages made in the forward and alive after it, found by the garbage collector (DTensors by their local
+    tensors), less the output, plus the block input the checkpoint holds; then it trains (backward)."""
     import gc
 
     from torch.distributed.tensor import DTensor
-    from torch_eager import TitanBlock, rope_angles
 
     def storages():
         out = {}
@@ -155,21 +154,91 @@ def op_kept(spec, tokens, *, sp):
                 out[local.untyped_storage().data_ptr()] = local.untyped_storage().nbytes()
         return out
 
-    world = dist.get_world_size()
-    block = TitanBlock(spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden)
-    parallelize_module(block, init_device_mesh("cpu", (world,)), titan_block_plan(sp=sp))
-    batch, seq = tokens.shape
-    x = torch.randn(batch, seq // world if sp else seq, spec.hidden, dtype=torch.bfloat16, requires_grad=True)
-    freqs = rope_angles(seq, spec.hidden // spec.heads)
     gc.collect()
     before = storages()
-    out = torch.utils.checkpoint.checkpoint(block, x, freqs, use_reentrant=False, context_fn=torch_sac.context_fn,
+    out = torch.utils.checkpoint.checkpoint(block, x, *args, use_reentrant=False, context_fn=torch_sac.context_fn,
                                             preserve_rng_state=False)
     gc.collect()
     made = sum(n for ptr, n in storages().items() if ptr not in before)
     kept = made - out.untyped_storage().nbytes() + x.untyped_storage().nbytes()
     out.float().sum().backward()  # the block trains under the policy
-    return {"kept": kept, "tokens": batch * seq}
+    return kept
+
+
+def op_kept(spec, tokens, *, sp):
+    """What one torchtitan block (tests/torch_eager.TitanBlock) keeps under the op policy, on each rank, with TP
+    (and SP) over the ranks (torchtitan's split)."""
+    from torch_eager import TitanBlock, rope_angles
+
+    world = dist.get_world_size()
+    block = TitanBlock(spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden)
+    parallelize_module(block, init_device_mesh("cpu", (world,)), titan_block_plan(sp=sp))
+    batch, seq = tokens.shape
+    x = torch.randn(batch, seq // world if sp else seq, spec.hidden, dtype=torch.bfloat16, requires_grad=True)
+    return {"kept": _kept_after_forward(block, x, rope_angles(seq, spec.hidden // spec.heads)), "tokens": batch * seq}
+
+
+def _flash_on_cpu():
+    """CPU kernels for aten._scaled_dot_product_flash_attention and its backward (what CUDA's SDPA dispatches with the
+    flash backend), calling CPU's flash kernels: torch's context parallelism takes that op on DTensors, and
+    torchtitan's policy sees that op. The philox seed and offset (DTensor's wrapper wants them 0-dim) are two 8-byte
+    int64 scalars here: CUDA's are a few bytes of RNG state, not activations, and the test leaves them out."""
+    aten = torch.ops.aten
+
+    def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        out, lse = aten._scaled_dot_product_flash_attention_for_cpu.default(query, key, value, dropout_p, is_causal,
+                                                                           scale=scale)
+        seed, offset = torch.empty((), dtype=torch.long), torch.empty((), dtype=torch.long)
+        return out, lse, None, None, query.size(2), key.size(2), seed, offset, query.new_empty(0)
+
+    def backward(grad_out, query, key, value, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed, offset,
+                 *, scale=None):
+        return aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+            grad_out, query, key, value, out, lse, dropout_p, is_causal, scale=scale)
+
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("_scaled_dot_product_flash_attention", forward, "CPU")
+    library.impl("_scaled_dot_product_flash_attention_backward", backward, "CPU")
+    return library
+
+
+def cp_op_kept(spec, tokens, *, method):
+    """What one torchtitan block keeps under the op policy when its attention runs torch's ring attention over all
+    ranks, as torchtitan wires it (torchtitan@238fa995 distributed/context_parallel.py: the CP dispatcher, and
+    _ContextParallel(seq_dim=2, SDPA) on the block's inner attention), rotating K, V by ``method``; and the CP
+    collectives of its forward and backward."""
+    from torch.distributed.tensor.experimental import _attention as cp_api
+    from torch_eager import TitanBlock, rope_angles
+
+    class CPBlock(TitanBlock):
+        def __init__(self, *shape):
+            super().__init__(*shape)
+            self.inner_attention = InnerAttention()
+
+        def sdpa(self, q, k, v):
+            return self.inner_attention(q, k, v)
+
+    class InnerAttention(nn.Module):
+        def forward(self, q, k, v):
+            return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True)[0]
+
+    library, world, rank = _flash_on_cpu(), dist.get_world_size(), dist.get_rank()
+    cp_api._enable_context_parallel_dispatcher()
+    cp_api.set_rotate_method(method)
+    block = CPBlock(spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden)
+    parallelize_module(block.inner_attention, init_device_mesh("cpu", (world,)),
+                       cp_api._ContextParallel(seq_dim=2, attention_type=cp_api._ContextParallel.AttentionType.SDPA))
+    batch, seq = tokens.shape
+    local = seq // world  # in order (the load balancer's reordering moves no bytes)
+    x = torch.randn(batch, local, spec.hidden, dtype=torch.bfloat16, requires_grad=True)
+    freqs = rope_angles(seq, spec.hidden // spec.heads)[rank * local:(rank + 1) * local]
+    log = DispatchLog()
+    with log:
+        log.phase = "forward-backward"
+        kept = _kept_after_forward(block, x, freqs)
+    cp_api._disable_context_parallel_dispatcher()
+    del library
+    return {"kept": kept, "tokens": batch * local, "dispatch": log.records}
 
 
 class Stage(nn.Module):
@@ -453,6 +522,9 @@ CASES = {
     "op-kept-sp": (op_kept, {"sp": True}),
     "cp-allgather": (cp_attention, {"method": "allgather"}),  # torchtitan's default rotate method
     "cp-alltoall": (cp_attention, {"method": "alltoall"}),
+    # torchtitan's op policy around a block whose SDPA runs torch's ring attention
+    "cp-op-allgather": (cp_op_kept, {"method": "allgather"}),
+    "cp-op-alltoall": (cp_op_kept, {"method": "alltoall"}),
     "pp-fsdp-keep": (pp_fsdp_step, {"reshard": False}),  # torchtitan's reshard_after_forward under PP
     "pp-fsdp-reshard": (pp_fsdp_step, {"reshard": True}),
     "pp-gpipe": (pp_step, {"schedule": "gpipe"}),

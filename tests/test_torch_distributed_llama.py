@@ -311,6 +311,36 @@ def test_op_policy_keeps_what_the_formula_says_under_tp(measured, sp):
         assert run["kept"] == run["tokens"] * per_token, f"rank {rank}"
 
 
+@pytest.mark.parametrize("method", ["allgather", "alltoall"])
+def test_op_policy_saves_torchs_ring_attention_whole(measured, method):
+    """A torchtitan block under its op policy whose attention runs torch's ring attention over the w ranks (the CP
+    dispatcher, _ContextParallel on its inner attention): the policy sees one SDPA op on DTensors, on its save list,
+    and the ring runs inside it. Each rank keeps what the op formula gives for its local tokens (the merged output
+    and log-sum-exp, not one per ring step), and the ring's traffic is its forward's and backward's only: nothing
+    reruns (parallel/context's rows with no recomputed layer)."""
+    from collections import Counter
+
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.parallel import context
+
+    world, ranks = measured
+    shape = Shape.of(SPEC)
+    per_token = shape.op_layer_bytes_per_token(act_bytes=2, residual_bytes=2, tp=1, sp=False)
+    rows = context.collectives(shape, RECIPES["fsdp2"], Point(cp=world, tokens=T, cp_kind=method, recompute="op"),
+                               layers=1, recomputed=0)
+    predicted = Counter()
+    for c in rows:
+        predicted[("all-gather" if c.op == "all-gather" else "send/recv", c.buffer_bytes)] += c.calls
+    for rank, logs in enumerate(ranks):
+        run = logs[f"cp-op-{method}"]
+        philox = 2 * 8  # the saved op's RNG seed and offset (two int64 scalars in the CPU stand-in): not activations
+        assert run["kept"] - philox == run["tokens"] * per_token, f"rank {rank}"
+        measured_rows = Counter(("all-gather", r["output_bytes"]) if r["op"] == "all-gather" else
+                                ("send/recv", r["input_bytes"]) for r in run["dispatch"])
+        assert measured_rows == predicted, f"rank {rank}"
+
+
 def test_fsdp2_gathers_bf16_blocks_and_root_whole(measured):
     """Ground truth alone, no costmodel: the root first, then one all-gather per block, bf16."""
     world, ranks = measured

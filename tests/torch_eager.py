@@ -108,9 +108,12 @@ class EagerBlock(torch.nn.Module):
         xv = xv.view(bs, seqlen, -1, self.head_dim)
         xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
         keys, values = repeat_kv(xk, self.heads // self.kv_heads), repeat_kv(xv, self.heads // self.kv_heads)
-        output = F.scaled_dot_product_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                                                is_causal=True)
+        output = self.sdpa(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
         return self.wo(output.transpose(1, 2).contiguous().view(bs, seqlen, -1))
+
+    def sdpa(self, q, k, v):
+        """Causal attention over (b, h, s, d) views (torchtitan's inner_attention)."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     def feed_forward(self, x):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))

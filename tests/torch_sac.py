@@ -15,6 +15,7 @@ from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint
 
 #: torchtitan's save list (the ops of its _save_list that exist on CPU) and the CPU SDPA kernel
 SAVE = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+        torch.ops.aten._scaled_dot_product_flash_attention.default,  # CUDA's flash op (the CP test runs it on CPU)
         torch.ops._c10d_functional.reduce_scatter_tensor.default, torch.ops.aten.max.default}
 
 

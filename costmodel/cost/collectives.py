@@ -29,7 +29,9 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
                               dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
     out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers,
                               recomputed=recomputed - (0 if recomputed_dense is None else recomputed_dense))
-    out += context.collectives(shape, recipe, point, layers=st.layers, recomputed=recomputed)
+    # torchtitan's op policy saves the SDPA op whole, and torch's ring attention runs inside it: its traffic never reruns
+    out += context.collectives(shape, recipe, point, layers=st.layers,
+                               recomputed=0 if point.recompute == "op" else recomputed)
     out += pipeline.collectives(shape, recipe, point)
     return out
 

@@ -102,8 +102,8 @@ def layer_bytes(shape, point, act_bytes, kernels: str = "fused", *, reruns=None)
                            k_width=shape.kv_heads * shape.head_dim / point.tp, act_bytes=act_bytes, reruns=r)
     if eager and not shape.mla:
         out = out + _eager_attention_extras(shape, point, act_bytes, r)
-    if point.cp_kind in TORCH_KINDS:
-        out = out + torch_ring_attention_bytes(shape, point, act_bytes, r)
+    if point.cp_kind in TORCH_KINDS:  # inside the SDPA op, which torchtitan's op policy saves whole: no rerun under op
+        out = out + torch_ring_attention_bytes(shape, point, act_bytes, 0 if point.recompute == "op" else r)
     if not point.flash:  # math attention: the softmax (and dropout) over a s scores, rerun by any recomputation
         core = 1 if point.recompute not in ("none", "op") else 0  # op runs flash attention only (shape_op.rules)
         heads = shape.heads / point.tp

@@ -9,8 +9,9 @@ GeLU up-projection; down) with SDPA attention; :func:`rules` refuses the rest.
 from __future__ import annotations
 
 from costmodel.formulas import op_checkpoint as oc
-from costmodel.mathops import above_one, where
+from costmodel.mathops import above_one, either, where
 from costmodel.parallel.collective import Rule
+from costmodel.parallel.context import TORCH_KINDS
 
 
 class OpCheckpoint:
@@ -67,6 +68,8 @@ def rules(shape, point) -> list:
                 f"Llama-style blocks; {shape.name} has {why} (use none, selective, full or every:K)")]
     out.append(Rule(bool(point.flash), lambda: "--recompute op saves the SDPA kernel's output; math attention "
                     "(--no-flash) reruns its matmuls and softmax under it, which is not modelled"))
-    out.append(Rule(point.cp <= 1, lambda: f"--recompute op with --cp {point.cp}: ring attention is not on the "
-                    "policy's save list (it would rerun with its traffic), which is not modelled"))
+    out.append(Rule(either(point.cp <= 1, point.cp_kind in TORCH_KINDS),
+                    lambda: f"--recompute op with --cp {point.cp} --cp-kind {point.cp_kind}: the policy saves the SDPA op "
+                    "whole, which holds torch's ring attention (allgather, alltoall) but not this kind's traffic; "
+                    "not modelled"))
     return out
