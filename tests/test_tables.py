@@ -180,6 +180,10 @@ def test_a_wrapped_command_is_still_one_shell_command():
     assert len(lines) > 1 and max(map(len, lines)) <= 60 and all(line.endswith(" \\") for line in lines[:-1])
     assert " ".join(" ".join(line.removesuffix("\\").split()) for line in lines) == command  # what a shell reads
     assert command_lines("cost4d models", 60) == ["cost4d models"]
+    for width in range(40, 120):  # never inside an option: '--grad-' and 'accum' would be two words to a shell
+        lines = command_lines(command + " --grad-accum 4 --cp-kind allgather", width)
+        assert " ".join(" ".join(line.removesuffix("\\").split()) for line in lines) == \
+            command + " --grad-accum 4 --cp-kind allgather", width
 
 
 def test_rich_prefers_the_light_box_to_folding_a_word():

@@ -439,10 +439,14 @@ def test_fsdp_under_a_pipeline_holds_what_torch_holds(measured, reshard):
 
 @pytest.mark.parametrize("case, schedule", PP_CASES, ids=[c for c, _ in PP_CASES])
 def test_pipeline_sends_match_torch(measured, case, schedule):
-    """Each stage's sends per direction: activations forward unless last, gradients back unless first."""
+    """Each stage's sends per direction: activations forward unless last, gradients back unless first. The stages
+    hold bf16 parameters and run no autocast, as Megatron's recipe (persistent bf16 weights) says; under cs336's
+    autocast the residual stream a stage hands on is fp32, twice the bytes."""
     world, ranks = measured
     layout = Layout(pp=world, microbatches=M, tokens=PP_TOKENS, schedule=schedule)
-    predicted = list(predicted_rows(step_collectives(PP_SPEC, CS336, layout)))
+    predicted = list(predicted_rows(step_collectives(PP_SPEC, RECIPES["megatron"], layout)))
+    autocast = list(predicted_rows(step_collectives(PP_SPEC, CS336, layout)))
+    assert [row[2] for row in autocast] == [2 * row[2] for row in predicted]
     for stage, logs in enumerate(ranks):
         phases = ({"forward"} if stage < world - 1 else set()) | ({"backward"} if stage > 0 else set())
         expected = tally(row for row in predicted if row[1] in phases)

@@ -79,9 +79,14 @@ def wrap(text: str, width: int) -> list[str]:
 def command_lines(command: str, width: int, indent: str = "    ") -> list[str]:
     """A shell command wrapped at spaces to ``width``, each line but the last ending in ' \\' and the rest
     indented: still one command when pasted into a shell (wrapping it as prose would cut it in two)."""
-    lines = wrap(command, max(width - 2, 20))
+    import textwrap
+
+    def at_spaces(text, width):  # never inside an option (--grad-accum) or a path: a shell would split it
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+    lines = at_spaces(command, max(width - 2, 20))
     if len(lines) > 1:
-        rest = wrap(" ".join(lines[1:]), max(width - 2 - len(indent), 20))
+        rest = at_spaces(" ".join(lines[1:]), max(width - 2 - len(indent), 20))
         lines = lines[:1] + [indent + line for line in rest]
     return [line + " \\" for line in lines[:-1]] + lines[-1:]
 

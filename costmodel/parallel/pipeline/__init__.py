@@ -7,8 +7,9 @@ traffic: :func:`collectives`; rules: :func:`checks`.
 from __future__ import annotations
 
 from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatch
-from costmodel.mathops import ceil_div, above_one, exact_div, indicator
+from costmodel.mathops import ceil_div, above_one, exact_div, indicator, where
 from costmodel.parallel.collective import Collective, Rule, present, times_each
+from costmodel.parallel.data.state import runs_autocast
 from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers, stage_start
 
 NAME = "pp"
@@ -44,9 +45,12 @@ def bubble(point):
 
 
 def p2p_bytes(shape, recipe, point):
-    """Bytes a stage sends to the next per micro-batch (and the gradient back): b_a T h (/ t with SP)."""
+    """Bytes a stage sends to the next per micro-batch (and the gradient back): b T h (/ t with SP), b the residual
+    stream's dtype: the activations', or under torch.autocast the parameters' (autocast lowers matmuls, not the
+    residual adds, so the stream a stage hands on stays fp32)."""
+    residual = where(runs_autocast(recipe, point), recipe.master_bytes, recipe.activation_bytes)
     return p2p_bytes_per_microbatch(tokens=exact_div(point.tokens, point.cp), hidden=shape.width,
-                                    act_bytes=recipe.activation_bytes, tp=point.tp, sp=point.sp)
+                                    act_bytes=residual, tp=point.tp, sp=point.sp)
 
 
 def collectives(shape, recipe, point) -> list[Collective]:
