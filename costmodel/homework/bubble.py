@@ -52,10 +52,12 @@ def problem(seed: int) -> Homework:
     held = {"gpipe": "m (every forward first)", "1f1b": "min(p, m)", "interleaved": "min(p, m) (1 + (p - 1)/(p v))",
             "zb-h1": "min(p, m)"}
     b = Part("(b)", "How many micro-batches' activations does the first stage hold at its peak under each "
-             "schedule, and how many bytes is that (bf16, flash attention, no recomputation)?",
+             "schedule, and how many bytes is that (under torch.autocast: bf16 matmuls, an fp32 residual stream and fp32 "
+             "norm inputs; flash attention, no recomputation)?",
              [f"{s}: {held[s]} = {rows[s][1]:g} micro-batches, {rows[s][2]:,.0f} B = {rows[s][2] / 1e9:,.2f} GB"
               for s, _ in SCHEDULES],
              {f"activations_{s}": rows[s][2] for s, _ in SCHEDULES})
-    conventions = ["bubble as a fraction of the step", "activations as autograd saves them (bf16, flash attention)",
+    conventions = ["bubble as a fraction of the step", "activations as autograd saves them under torch.autocast (bf16 "
+                   "matmul inputs, fp32 residual stream and norm inputs; flash attention)",
                    "GB = 1e9 B"]
     return Homework("bubble", seed, TITLE, intro, [a, b], conventions, p)
