@@ -603,3 +603,18 @@ def test_hfu_counts_attention_as_mfu_does(recompute):
     else:
         assert causal["hfu"] - causal["mfu"] < full["hfu"] - full["mfu"]  # the rerun's attention halved too
         assert causal["hfu"] > causal["mfu"]
+
+
+def test_the_text_table_adds_up_to_the_step():
+    """`step`'s table lists the parts that sum to the step (hidden traffic as 0 s with its total in the note, the
+    bubble in seconds), as its JSON breakdown."""
+    import re
+
+    from hostile import run
+
+    out = run(["step", "--model", "llama3-70b", "--hardware", "h100-sxm", "--tp", "8", "--pp", "4", "--sp", "--fsdp",
+               "8", "--tokens", "8192", "--microbatches", "16", "--recompute", "selective", "--plain"]).stdout
+    rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w[\w ]*?)\s{2,}(\d+\.\d+)\s", out, re.M)}
+    step = rows.pop("step")
+    assert {"bubble", "tp exposed", "data exposed"} <= set(rows)
+    assert sum(rows.values()) == pytest.approx(step, abs=5e-4 * len(rows))

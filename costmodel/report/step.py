@@ -131,14 +131,17 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     b = cost.step
     out = console()
     t = table(f"{literal(cost.shape.name)} on {b.devices} x {literal(hardware.name)}: one step", "part", ">seconds", "")
-    hidden = {"none": "on the critical path"}
-    tp_note = hidden.get(b.tp_overlap, f"overlapped with the matmuls: {_s(b.tp_exposed_s)} s exposed")
-    p2p_note = hidden.get(b.p2p_overlap, f"overlapped with compute: {_s(b.p2p_exposed_s)} s exposed")
-    cp_note = hidden.get(b.cp_overlap, f"K, V passes overlapped with attention: {_s(b.cp_exposed_s)} s exposed")
+    def of(total, overlap: str, behind: str) -> str:  # an exposed part's note: the whole traffic, and where it hides
+        return f"of {_s(total)} s, " + ("all on the critical path" if overlap == "none" else f"overlapped with {behind}")
+
+    tp_note = "TP traffic " + of(b.tp_s, b.tp_overlap, "the matmuls")
+    p2p_note = "pipeline sends " + of(b.p2p_s, b.p2p_overlap, "compute")
+    cp_note = "CP traffic " + of(b.cp_s, b.cp_overlap, "attention (K, V passes)")
     timed = cost.framework is not None and cost.framework.time_on(hardware) is not None
-    exposed_note = f"of which exposed ({b.overlap})"
+    exposed_note = f"DDP/FSDP traffic of {_s(b.data_comm_s)} s, exposed ({b.overlap})"
     if timed:
-        exposed_note = f"{literal(cost.framework.name)}: unoverlapped, x{cost.framework.time.data_factor:g} (fitted)"
+        exposed_note = (f"DDP/FSDP traffic: {literal(cost.framework.name)}'s, unoverlapped, "
+                        f"x{cost.framework.time.data_factor:g} (fitted)")
     experts = f"; routed experts at {b.expert_efficiency:.1%}" if b.expert_efficiency is not None else ""
     document = cost.point.document
     documents = f", in documents of {document:,} tokens" if document else ""
@@ -151,16 +154,17 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                  {"te": "; Transformer Engine's fp8 casts", "fused": "; fp8 casts fused (--fp8-casts fused)"}[b.fp8_casts]
                  if b.precision == "fp8" else "") + (
                  f"; of it FSDP2's copies around its collectives {_s(b.fsdp_copy_s)} s" if b.fsdp_copy_s else ""),
-             "tp_s": tp_note, "cp_s": cp_note, "ep_s": "MoE all-to-alls, on the critical path",
-             "p2p_s": f"pipeline sends, {p2p_note}",
+             "tp_exposed_s": tp_note, "cp_exposed_s": cp_note, "ep_s": "MoE all-to-alls, on the critical path",
+             "p2p_exposed_s": p2p_note,
              "framework_s": (f"{literal(cost.framework.name)}'s kernels (x{cost.framework.time.kernel_factor:g}) or host-bound "
                              f"floor ({_s(b.host_floor_s)} s), fitted" if timed else ""),
-             "data_comm_s": "DDP/FSDP traffic", "data_exposed_s": exposed_note,
+             "bubble_s": f"pipeline bubble: {b.bubble:.1%} of the schedule's time idle",
+             "data_exposed_s": exposed_note,
              "optimizer_s": "the optimizer step: state read and written once (HBM)"}
-    for key, value in b.parts.items():
-        if value:
+    totals = {"tp_exposed_s": b.tp_s, "cp_exposed_s": b.cp_s, "p2p_exposed_s": b.p2p_s, "data_exposed_s": b.data_comm_s}
+    for key, value in b.critical_parts.items():  # the parts that add up to the step; hidden traffic shows as 0
+        if value or totals.get(key):
             t.add_row(key.removesuffix("_s").replace("_", " "), _s(value), notes[key])
-    t.add_row("pipeline bubble", f"{b.bubble:.1%}", "of the step")
     low_high = band(b, hardware, cost.shape.moe, cost.framework)
     no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
         "no fitted range for this device"
