@@ -190,3 +190,14 @@ def test_explain_markdown_breaks_each_steps_lines():
     one paragraph run together."""
     md = runner.invoke(app, ["explain", "batch", *V5P_C, "--format", "markdown"]).stdout
     assert "  \n   ->" in md and all(not line.endswith("  ") for line in md.splitlines() if "->" in line)
+
+
+def test_an_axis_spans_no_more_torus_axes_than_it_has_pairs_of_chips():
+    """Each torus axis a group spans holds 2 or more of its chips: 2 FSDP chips cannot span M_X = 2 axes, nor 2 TP
+    chips M_Y = 2; 4 can (the Scaling Book's 2 x 2)."""
+    from hostile import assert_refused, run
+
+    base = ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p"]
+    assert_refused(run(base + ["--fsdp", "2", "--tp", "4", "--mx", "2"]), "--mx 2: the data axis's 2 chips span at most 1")
+    assert_refused(run(base + ["--fsdp", "64", "--tp", "2", "--my", "2"]), "--my 2: the TP axis's 2 chips span at most 1")
+    assert run(base + ["--fsdp", "4", "--tp", "4", "--mx", "2"]).code == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.parallel import context, data, expert, pipeline, tensor
-from costmodel.mathops import above_one, where
+from costmodel.mathops import above_one, either, family, negation, where
 from costmodel.parallel.collective import Rule
 from costmodel.cost import shape_op
 
@@ -49,6 +49,14 @@ def placement_rules(hardware, point) -> list:
     axes = hardware.level("ici").torus_axes
     # an axis of degree 1 spans no torus axis, whatever its --mx/--my says (the default 1 of the other)
     used = where(above_one(point.data), point.mx, 0) + where(above_one(point.tp), point.my, 0)
-    return [Rule(used <= axes,
-                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
-                 f"{hardware.name} has {axes}")] if axes else []
+    out = [Rule(used <= axes,
+                lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
+                f"{hardware.name} has {axes}")] if axes else []
+    if family(point.data, point.tp, point.mx, point.my) != "sympy":  # each torus axis an axis spans holds 2+ of its chips
+        out += [Rule(either(negation(above_one(point.data)), 2 ** point.mx <= point.data),
+                     lambda: f"--mx {point.mx}: the data axis's {point.data:,} chips span at most "
+                     f"{max(point.data.bit_length() - 1, 1)} torus axes (each holds 2 or more of them)"),
+                Rule(either(negation(above_one(point.tp)), 2 ** point.my <= point.tp),
+                     lambda: f"--my {point.my}: the TP axis's {point.tp:,} chips span at most "
+                     f"{max(point.tp.bit_length() - 1, 1)} torus axes (each holds 2 or more of them)")]
+    return out

@@ -21,8 +21,10 @@ def params(seed: int) -> dict:
         return dict(model="llama3-70b", hardware="tpu-v5p", fsdp=64, tp=4, mx=2, my=1)
     rng = random.Random(seed)
     mx = rng.choice((1, 2))
-    return dict(model=rng.choice(MODELS), hardware=rng.choice(TPUS), fsdp=rng.choice((16, 32, 64, 128, 256)),
-                tp=rng.choice((2, 4, 8, 16)), mx=mx, my=rng.choice((1, 2)) if mx == 1 else 1)
+    model, hardware, fsdp, tp = rng.choice(MODELS), rng.choice(TPUS), rng.choice((16, 32, 64, 128, 256)), rng.choice(
+        (2, 4, 8, 16))
+    my = rng.choice((1, 2)) if mx == 1 and tp >= 4 else 1  # two torus axes need 2 chips or more along each
+    return dict(model=model, hardware=hardware, fsdp=fsdp, tp=tp, mx=mx, my=my)
 
 
 def answers(p: dict) -> dict:

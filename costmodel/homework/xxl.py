@@ -30,10 +30,11 @@ def params(seed: int) -> dict:
     d_ff = d_model * rng.choice((8, 11, 13, 14, 16)) // 4  # F / D from 2 to 4, as real MLPs
     hardware = load_hardware(rng.choice(TPUS))
     mx = rng.choice((1, 2))
-    return dict(d_model=d_model, d_ff=d_ff, layers=rng.randrange(24, 161, 2), hardware=hardware.name,
+    layers, fsdp, tp = rng.randrange(24, 161, 2), rng.choice((8, 16, 32, 64)), rng.choice((2, 4, 8))
+    my = rng.choice((1, 2)) if mx == 1 and tp >= 4 else 1  # two torus axes need 2 chips or more along each
+    return dict(d_model=d_model, d_ff=d_ff, layers=layers, hardware=hardware.name,
                 peak_flops=hardware.flops("bf16"), bandwidth=hardware.level("ici").bandwidth_bytes_per_s,
-                fsdp=rng.choice((8, 16, 32, 64)), tp=rng.choice((2, 4, 8)), mx=mx, my=rng.choice((1, 2)) if mx == 1 else 1,
-                limit_gb=hardware.hbm.marketed_gb)
+                fsdp=fsdp, tp=tp, mx=mx, my=my, limit_gb=hardware.hbm.marketed_gb)
 
 
 def spec(p: dict, seed: int):
