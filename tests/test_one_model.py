@@ -95,6 +95,8 @@ def draw_layout(rng: random.Random, group: Group) -> Layout | None:
     fields["recompute_layers"] = rng.choice([2, 3]) if group.many["recompute_layers"] else 1
     fields["tokens"] = rng.choice([1024, 2048, 4096])
     if group.hardware == "tpu-v5p" and group.many["torus"] and ("fsdp" in group.on or "dp" in group.on):
+        if fields["dp"] * fields["fsdp"] < 4:
+            return None  # two torus axes need 2 chips or more along each; M_X is the group's (its letters build once)
         fields["mx"] = 2  # the data axis over two torus axes (W_ici M_X)
     try:
         layout = Layout(**fields, **group.structure)

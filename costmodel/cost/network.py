@@ -277,7 +277,8 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
         mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
         mirror += " (the fit of NCCL's own choice)" if scaled and scaled.algorithm != algorithm else ""
         words = [f"{name} picks x {s:.3f} + {o * 1e6:.1f} us" for name, o, s in picks] + (
-            [f"{'others' if picks else 'all'} x {scaled.scale:.3f} + {scaled.latency_s * 1e6:.1f} us{mirror}"]
+            [f"{'others' if picks else 'all' if algorithm == 'auto' else algorithm} x {scaled.scale:.3f} + "
+             f"{scaled.latency_s * 1e6:.1f} us{mirror}"]
             if scaled else [])
         sources = sorted({c.source for c in hardware.calibration if c.model == "nccl" and c.level == level})
         return f"{tuner}, calibrated on {level}: {'; '.join(words)} ({'; '.join(sources)})" if words else tuner
