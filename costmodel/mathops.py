@@ -259,3 +259,25 @@ def total(values):
     for v in values[1:]:
         out = out + v
     return out
+
+
+def prime_factor_count(n):
+    """How many prime factors a whole number has, counted with multiplicity (12 = 2 x 2 x 3: 3; 1: 0): the most
+    factors of 2 or more it splits into, so the most torus axes a group of n chips spans with 2 or more along each.
+    Elementwise for arrays (once per distinct value)."""
+    if family(n) == "numpy":
+        import numpy
+
+        values, inverse = numpy.unique(numpy.asarray(n, dtype=numpy.int64), return_inverse=True)
+        return numpy.array([_prime_factor_count(int(v)) for v in values], dtype=numpy.int64)[inverse].reshape(
+            numpy.shape(n))
+    return _prime_factor_count(int(n))
+
+
+def _prime_factor_count(n: int) -> int:
+    count, p = 0, 2
+    while p * p <= n:
+        while n % p == 0:
+            n, count = n // p, count + 1
+        p += 1
+    return count + (n > 1)

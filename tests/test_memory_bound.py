@@ -169,3 +169,20 @@ def test_torch_ring_attention_traffic_per_layer_as_the_readme_says():
     query_bytes_per_token = shape.heads * shape.head_dim * 2
     assert torch_ring_attention_bytes(shape, point, 2, 0) == pytest.approx(total * query_bytes_per_token, rel=1e-12)
     assert torch_ring_attention_bytes(shape, Point(cp=1, tokens=8192, cp_kind="allgather"), 2, 0) == 0
+
+
+def test_torch_ring_attention_traffic_does_not_rerun_under_the_op_policy():
+    """torchtitan's op policy saves the SDPA op whole, torch's ring attention inside it: a layer's memory-bound bytes
+    under op with torch's ring attention exceed those with TE's ring (no such term) by the ring's traffic once; under
+    full recomputation its forward counts twice."""
+    from costmodel.cost.memory_bound import layer_bytes, torch_ring_attention_bytes
+    from costmodel.cost.point import Point
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.load import load_model
+
+    shape = Shape.of(load_model("llama3-8b"))
+    for recompute, reruns in (("op", 0), ("full", 1)):
+        torch_ring, te_ring = (Point(cp=2, tokens=8192, cp_kind=kind, recompute=recompute) for kind in ("allgather", "ring"))
+        extra = layer_bytes(shape, torch_ring, 2) - layer_bytes(shape, te_ring, 2)
+        assert extra == pytest.approx(torch_ring_attention_bytes(shape, torch_ring, 2, reruns), rel=1e-12)
+    assert torch_ring_attention_bytes(shape, torch_ring, 2, 1) > torch_ring_attention_bytes(shape, torch_ring, 2, 0)

@@ -201,3 +201,25 @@ def test_an_axis_spans_no_more_torus_axes_than_it_has_pairs_of_chips():
     assert_refused(run(base + ["--fsdp", "2", "--tp", "4", "--mx", "2"]), "--mx 2: the data axis's 2 chips span at most 1")
     assert_refused(run(base + ["--fsdp", "64", "--tp", "2", "--my", "2"]), "--my 2: the TP axis's 2 chips span at most 1")
     assert run(base + ["--fsdp", "4", "--tp", "4", "--mx", "2"]).code == 0
+    # as many axes as prime factors: 5 chips one axis, 10 = 2 x 5 two
+    assert_refused(run(base + ["--fsdp", "5", "--tp", "4", "--mx", "2"]), "5 chips span at most 1 torus axis (")
+    assert_refused(run(base + ["--fsdp", "10", "--tp", "1", "--mx", "3"]), "10 chips span at most 2 torus axes")
+
+
+def test_the_split_search_counts_only_torus_axes_that_hold_two_chips():
+    """A 2 x 1 x 8 slice: its axis of one chip carries no link, so no split puts 2 chips over 2 torus axes, and the
+    what-if table offers a second torus axis only where the FSDP chips can fill it."""
+    from costmodel.solve.problem import batch_problem
+    from costmodel.solve.split import optimize_split
+    from costmodel.solve.whatif import what_if
+    from costmodel.specs.load import load_hardware, load_model
+
+    xxl, v5p = load_model("xxl"), load_hardware("tpu-v5p")
+    given = dict(mx=1, my=1, overlap="sum", pass_="forward")
+    split = optimize_split(batch_problem(xxl, v5p, fsdp=4, tp=4, **given), (2, 1, 8))
+    assert {(c.x, c.mx) for c in split.candidates} >= {(2, 1), (8, 1), (16, 2)}
+    assert all(c.mx <= 1 for c in split.candidates if c.x in (2, 8))
+    keys = {r.key for r in what_if(batch_problem(xxl, v5p, fsdp=2, tp=2, **given), torus=None, torus_axes=3, dcn_bandwidth=None)}
+    assert "more-torus-axes" not in keys
+    keys = {r.key for r in what_if(batch_problem(xxl, v5p, fsdp=4, tp=2, **given), torus=None, torus_axes=3, dcn_bandwidth=None)}
+    assert "more-torus-axes" in keys

@@ -5,7 +5,7 @@ from __future__ import annotations
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.parallel import context, data, expert, pipeline, tensor
-from costmodel.mathops import above_one, either, family, negation, where
+from costmodel.mathops import above_one, either, family, negation, prime_factor_count, where
 from costmodel.parallel.collective import Rule
 from costmodel.cost import shape_op
 
@@ -53,10 +53,14 @@ def placement_rules(hardware, point) -> list:
                 lambda: f"--mx {point.mx} + --my {point.my} = {point.mx + point.my} torus axes, but "
                 f"{hardware.name} has {axes}")] if axes else []
     if family(point.data, point.tp, point.mx, point.my) != "sympy":  # each torus axis an axis spans holds 2+ of its chips
-        out += [Rule(either(negation(above_one(point.data)), 2 ** point.mx <= point.data),
-                     lambda: f"--mx {point.mx}: the data axis's {point.data:,} chips span at most "
-                     f"{max(point.data.bit_length() - 1, 1)} torus axes (each holds 2 or more of them)"),
-                Rule(either(negation(above_one(point.tp)), 2 ** point.my <= point.tp),
-                     lambda: f"--my {point.my}: the TP axis's {point.tp:,} chips span at most "
-                     f"{max(point.tp.bit_length() - 1, 1)} torus axes (each holds 2 or more of them)")]
+        out += [_torus_rule("--mx", "data", point.data, point.mx), _torus_rule("--my", "TP", point.tp, point.my)]
     return out
+
+
+def _torus_rule(flag: str, axis: str, chips, spans) -> Rule:
+    """A group of ``chips`` spans at most as many torus axes as ``chips`` has prime factors (with multiplicity): each
+    axis holds 2 or more of them (a degree of 1 spans none, whatever the flag says)."""
+    most = prime_factor_count(chips)
+    return Rule(either(negation(above_one(chips)), spans <= most),
+                lambda: f"{flag} {spans}: the {axis} axis's {chips:,} chips span at most {most} torus "
+                f"{'axis' if most == 1 else 'axes'} (each holds 2 or more of them)")

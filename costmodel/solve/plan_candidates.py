@@ -65,13 +65,15 @@ def with_torus_axes(rows, hardware):
     a slice can hold)."""
     import numpy as np
 
+    from costmodel.mathops import prime_factor_count
+
     out = []
     for mx, my in torus_splits(hardware):
         keep = np.ones(len(rows), dtype=bool)
         if mx > 1:  # a data axis (dp x fsdp) of at least 2 chips along each torus axis it spans
-            keep &= rows[:, 3] * rows[:, 4] >= 2**mx
+            keep &= prime_factor_count(rows[:, 3] * rows[:, 4]) >= mx
         if my > 1:  # likewise the TP axis
-            keep &= rows[:, 0] >= 2**my
+            keep &= prime_factor_count(rows[:, 0]) >= my
         reach = _torus_reach(hardware, mx, my)
         if reach:  # and no more chips than its torus axes hold (v5p: one axis holds at most 28)
             data, tp = rows[:, 3] * rows[:, 4], rows[:, 0]

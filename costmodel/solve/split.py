@@ -75,7 +75,8 @@ def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswe
         for axes in itertools.combinations(range(len(torus)), size):
             x = math.prod(torus[i] for i in axes)
             y = p.devices // x
-            q = replace(p, fsdp=x, tp=y, mx=max(len(axes), 1), my=max(len(torus) - len(axes), 1))
+            spans = sum(torus[i] > 1 for i in axes)  # a torus axis of one chip carries no link
+            q = replace(p, fsdp=x, tp=y, mx=max(spans, 1), my=max(sum(n > 1 for n in torus) - spans, 1))
             if all((c.x, c.mx) != (x, q.mx) for c in candidates):  # equal-sized axes give the same split
                 candidates.append(Split(x, y, q.mx, q.my, solve_batch(q).per_device_batch, axes))
     best = min(candidates, key=lambda s: (s.per_device_batch, -s.x))
