@@ -320,9 +320,7 @@ def test_op_policy_saves_torchs_ring_attention_whole(measured, method):
     reruns (parallel/context's rows with no recomputed layer)."""
     from collections import Counter
 
-    from costmodel.cost.point import Point
     from costmodel.cost.shape import Shape
-    from costmodel.parallel import context
 
     world, ranks = measured
     shape = Shape.of(SPEC)
