@@ -196,8 +196,7 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
     levels = (fast, slow) if len(hardware.network) > 1 else (fast,)
     priced = []
     for level in levels:
-        scaled = _tuner_calibration(hardware, op, level.name, algorithm)
-        picks = _pick_calibrations(hardware, op, level.name) if algorithm == "auto" else ()
+        scaled, picks = _tuner_fits(hardware, op, level.name, algorithm)
         ring = None if scaled or picks else calibration(hardware, op, level.name, where_.ranks, algorithm)
         priced.append(replace(tuned, offset=scaled.latency_s if scaled else 0.0, scale=scaled.scale if scaled else 1.0,
                               by_algorithm=picks) if scaled or picks else
@@ -215,6 +214,13 @@ def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
     if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
         fits = _fits(hardware, op, level, "nccl", "auto", exact=True)
     return max(fits, key=lambda c: c.ranks) if fits else None
+
+
+def _tuner_fits(hardware, op: str, level: str, algorithm: str) -> tuple:
+    """(the calibration of model nccl for ``algorithm`` or None, the per-pick ones under NCCL's own choice): what
+    scales NCCL's tuner on ``level`` (:func:`_tuner_calibration`, :func:`_pick_calibrations`)."""
+    picks = _pick_calibrations(hardware, op, level) if algorithm == "auto" else ()
+    return _tuner_calibration(hardware, op, level, algorithm), picks
 
 
 def _pick_calibrations(hardware, op: str, level: str) -> tuple:
@@ -265,8 +271,7 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
     order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet."""
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    scaled = _tuner_calibration(hardware, op, level, algorithm) if tuned else None
-    picks = _pick_calibrations(hardware, op, level) if tuned and algorithm == "auto" else ()
+    scaled, picks = _tuner_fits(hardware, op, level, algorithm) if tuned else (None, ())
     cal = None if scaled or picks else calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
         return cal[2]
@@ -289,6 +294,5 @@ def calibrated(hardware, op: str, where_: Placement, algorithm: str = "auto") ->
     """Whether a fit to measurements (of either model) prices this collective."""
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    return bool((tuned and (_tuner_calibration(hardware, op, level, algorithm)
-                            or (algorithm == "auto" and _pick_calibrations(hardware, op, level))))
+    return bool((tuned and any(_tuner_fits(hardware, op, level, algorithm)))
                 or calibration(hardware, op, level, where_.ranks, algorithm))

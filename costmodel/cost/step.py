@@ -8,7 +8,6 @@ one time model (:func:`costmodel.cost.network.collective_seconds`), calibrated w
 
 from __future__ import annotations
 
-
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family

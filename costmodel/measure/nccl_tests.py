@@ -96,14 +96,13 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
     for lineno, line in enumerate(lines, 1):
         line = unlabelled(prefix.sub("", line, count=1) if prefix else line)
-        if (m := _VERSION.search(line)) or (m := _TEST.search(line)):
-            prefix = prefix or launcher_prefix(line)
-            line = unlabelled(prefix.sub("", line, count=1)) if prefix else line
         if (m := _VERSION.search(line)):
             version, nccl = m.group(1), nccl_version_of(m.group(3))
+            prefix = prefix or launcher_prefix(line)
         elif (m := _ALGO.search(line)):
             set_to = algorithm_set_by(m.group(1), f"{path}:{lineno}") if hints.algorithm is None else None
         elif (m := _TEST.search(line)):
+            prefix = prefix or launcher_prefix(line)
             sections.append(_section(m.group(1), op, path, lineno))
             layout = None
         elif (m := _THREADS.search(line)):
