@@ -332,7 +332,9 @@ def test_every_command_takes_plain():
     """--plain on the command line of any command (and before it): plain tables even on a terminal
     (tests/test_tables.py checks the output on a pseudo-terminal)."""
     for args in (["models", "--plain"], ["--plain", "models"], ["solve", "fsdp", "--model", "xxl", "--limit", "95GB",
-                                                                "--plain"], ["homework", "list", "--plain"]):
+                                                                "--plain"], ["homework", "list", "--plain"],
+                 ["solve", "--plain", "fsdp", "--model", "xxl", "--limit", "95GB"], ["homework", "--plain", "list"],
+                 ["explain", "--plain", "fsdp", "--model", "xxl", "--limit", "95GB"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
     from costmodel.report import common

@@ -140,6 +140,8 @@ def test_terminal_gets_boxes_and_plain_forces_them_off():
     for plain in (on_a_terminal(*COMM, "--plain"), on_a_terminal("--plain", *COMM)):  # on the command, or global
         assert not BOX.search(plain) and not ANSI.search(plain) and "all-reduce" in plain
         assert plain == cost4d(*COMM)  # the same text as piped at the same width
+    # a command group takes it before its command's name too
+    assert BOX.search(on_a_terminal("homework", "list")) and not BOX.search(on_a_terminal("homework", "--plain", "list"))
 
 
 def test_a_table_too_narrow_for_its_words_is_shown_as_blocks():

@@ -49,10 +49,20 @@ def _holder(module: str) -> typer.Typer:
             info.callback = with_plain(info.callback)
             info.cls = Command if info.cls in (None, TyperCommand) else info.cls
         for group in instance.registered_groups:
+            if group.typer_instance.registered_callback is None:  # --plain before the command's name too
+                group.typer_instance.callback()(_group_options)
             if getattr(group.cls, "value", group.cls) in (None, TyperGroup):  # add_typer's default (a placeholder)
                 group.cls = Group
         apps += [group.typer_instance for group in instance.registered_groups]
     return holder
+
+
+def _group_options(plain: bool = typer.Option(False, "--plain", help="Plain tables (no box drawing, no colour); "
+                                               "its commands take --plain too.")) -> None:
+    """A command group's own options (`cost4d solve --plain fsdp`)."""
+    from costmodel.report import common
+
+    common.PLAIN = common.PLAIN or plain
 
 
 def _builders(holder: typer.Typer, instance: typer.Typer) -> dict:
