@@ -909,3 +909,27 @@ def test_zero_left_open_is_the_frameworks_own_stage(framework, stage):
     flags = ["memory", "--model", "llama3-8b", "--fsdp", "8", "--tokens", "4096", "--framework", framework, "--json"]
     open_, given = (json.loads(run(flags + extra).stdout) for extra in ([], ["--zero", str(stage)]))
     assert open_["layout"]["zero"] == stage and open_["peak_bytes"] == given["peak_bytes"]
+
+
+def test_memory_says_what_the_reserved_peak_adds_and_its_parts_add_up():
+    """The text names what the reserved peak holds beyond the allocated one (the fitted reserves; the ZeRO-1
+    gather buffers cached from the optimizer step), and those parts, read from --json, add up to it."""
+    args = [sys.executable, "-m", "costmodel", "memory", "--model", "nanotron-3b", "--framework", "nanotron", "--fsdp",
+            "8", "--zero", "1", "--tokens", "16384", "--hardware", "h100-sxm"]
+    text = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    data = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, check=True).stdout)
+    said = " ".join(text[text.index("Peak reserved:"):].split("Framework")[0].replace("-\n", "-").split())
+    assert data["peak_phase"] == FORWARD_BACKWARD and "forward-backward's allocations" in said
+    assert "ZeRO-1 parameter all-gather buffers (8.04 GB) kept cached from the optimizer step" in said
+    named = ("activation_reserve", "reserve", "zero1_gather")
+    assert all(k in data["overheads"] for k in named)
+    assert data["reserved_bytes"] == pytest.approx(data["peak_bytes"] + sum(data["overheads"][k]["bytes"] for k in named),
+                                                   abs=3)
+
+
+@pytest.mark.parametrize("fsdp, shown", [(1, False), (2, True)])
+def test_memory_lists_the_pipelined_fsdp_gradients_only_where_fsdp_runs_in_the_stages(fsdp, shown):
+    """--pp without FSDP has no unsharded gradients to keep: no row at 0 in the table."""
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--tokens", "8192",
+                          "--pp", "2", "--fsdp", str(fsdp)], capture_output=True, text=True, check=True).stdout
+    assert ("unsharded gradients (FSDP in pipeline stages)" in out) is shown

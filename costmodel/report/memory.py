@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.cost.memory import OVERHEADS, reserved_only, weight_copy_kind
+from costmodel.cost.memory import CACHED_SEGMENTS, OVERHEADS, reserved_only, weight_copy_kind
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
@@ -48,6 +48,18 @@ OVERHEAD_LABELS = {
 
 #: a verdict (verdict()) as the output words it
 VERDICTS = {"fits": "fits", "tight": "may not fit", "oom": "does NOT fit"}
+
+
+def reserved_reading(top, units) -> str:
+    """What the reserved peak holds beyond the allocated one: the phase it peaks in, what no tensor holds there,
+    and the segments the caching allocator keeps from another phase."""
+    held = [OVERHEAD_LABELS[k] for k, v in top.overheads.items()
+            if v and reserved_only(k) and top.reserved_phase in OVERHEADS[k][0]]
+    cached = [f"the {OVERHEAD_LABELS[k]} ({in_units(top.overheads[k], units)} {unit_name(units)}) kept cached from the "
+              f"{'/'.join(OVERHEADS[k][0])}" for k in CACHED_SEGMENTS
+              if top.overheads.get(k) and top.reserved_phase not in OVERHEADS[k][0]]
+    kept = " (the caching allocator keeps a freed block for reuse)" if cached else ""
+    return f"Peak reserved: the {top.reserved_phase}'s allocations + " + " + ".join(held + cached) + kept + "."
 
 
 def needed(cost) -> float:
@@ -125,8 +137,8 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     kind = data["weight_copies"]
     t = table("Memory per device", "component", ">bytes", f">{unit_name(units)}")
     for name, value in top.components.items():
-        if name == "weight_copies" and kind == "none":
-            continue
+        if (name == "weight_copies" and kind == "none") or (name == "unsharded_grads" and not value):
+            continue  # what the layout does not use (no copies; no FSDP inside its pipeline stages)
         label = COMPONENT_LABELS[name] + (f" ({kind})" if name == "weight_copies" else "")
         t.add_row(label, f"{value:,.0f}", in_units(value, units))
     label = "total" if not top.overheads else "total, exact accounting"
@@ -140,6 +152,8 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
         t.add_row("[bold]peak reserved[/]", f"[bold]{top.reserved_bytes:,.0f}[/]",
                   f"[bold]{in_units(top.reserved_bytes, units)}[/]")
     out.print(t)
+    if top.overheads:
+        out.print(reserved_reading(top, units))
     if cost.framework is not None:
         out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the largest phase (forward-backward, gradient sync, optimizer step), not the sum of every term; "
                   f"fitted on {cost.framework.fitted_on or 'nothing'}.")
