@@ -266,6 +266,8 @@ def test_plan_searches_the_frameworks_recompute_modes():
     moe = plan(load_model("mixtral-8x7b"), load_recipe("megatron"), H100, devices=64, global_tokens=2**20, seq=4096,
                framework=FRAMEWORKS["torchtitan"], top=10_000)
     assert moe.best and {p.layout["recompute"] for p in moe.best} <= {"none", "full"}
+    ffn = plan(load_model("xxl"), load_recipe("cs336"), H100, devices=64, global_tokens=2**18, seq=1024, top=10_000)
+    assert {p.layout["recompute"] for p in ffn.best} == {"none", "full"}  # selective drops an attention core it has not
 
 
 @pytest.mark.slow

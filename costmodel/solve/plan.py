@@ -111,6 +111,8 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
         m for m in framework.recompute_modes if m != "every")  # every:K: not searched
     if unmodelled_block(shape) is not None:
         modes = tuple(m for m in modes if m != "op")  # a block the op policy is not modelled for
+    if not shape.attention:
+        modes = tuple(m for m in modes if m != "selective")  # it drops the attention core only: "none" again
     cp_inside_data = np.array([CP_INSIDE_DATA in placement for placement in PLACEMENTS])
     # KV heads copied to the TP ranks that read them where TP exceeds them (PaLM's one KV head on 12); the frameworks
     # assert TP divides them (Megatron-core's divide(num_query_groups, tp), nanotron's llama.py L352, torchtitan's)
