@@ -933,3 +933,13 @@ def test_memory_lists_the_pipelined_fsdp_gradients_only_where_fsdp_runs_in_the_s
     out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--tokens", "8192",
                           "--pp", "2", "--fsdp", str(fsdp)], capture_output=True, text=True, check=True).stdout
     assert ("unsharded gradients (FSDP in pipeline stages)" in out) is shown
+
+
+@pytest.mark.parametrize("extra, said", [(["--fsdp", "8"], True), (["--fsdp", "8", "--recipe", "megatron"], False),
+                                         ([], False)])
+def test_memory_says_fsdp_gathers_an_autocast_recipes_weights_in_its_compute_dtype(extra, said):
+    """cs336 (fp32 master, bf16 autocast) with FSDP: the weights are gathered in bf16 and no autocast copy is kept,
+    a convention the output names; a recipe with bf16 weights, or no FSDP, has nothing to say."""
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--tokens", "8192", *extra],
+                         capture_output=True, text=True, check=True).stdout
+    assert ("MixedPrecisionPolicy(param_dtype=bf16)" in " ".join(out.split())) is said

@@ -53,6 +53,15 @@ def weight_copy_kind(recipe, point) -> str:
     return "autocast copies"
 
 
+def fsdp_gathers_in_compute_dtype(recipe, point) -> bool:
+    """Whether FSDP shards the weights of an autocast recipe whose master dtype is not its compute dtype: cost4d then
+    gathers them in the compute dtype (FSDP2's MixedPrecisionPolicy(param_dtype=...), as tests/dist_workers.py runs
+    it) and frees them after forward, where FSDP without that policy would gather the master dtype and autocast would
+    save a compute-dtype copy of each weight for backward (a single layout's)."""
+    return (recipe.casts == "autocast" and recipe.autocast and recipe.master != recipe.compute
+            and data.fsdp_active(point.sharding.zero, point.sharding.fsdp) is True)
+
+
 def weight_copy_bytes(recipe, point, *, params, unsaved, copied=None):
     """FSDP: the gathered copy if kept from forward to backward (or, inside torch's pipeline stages, which
     reshard nothing after a backward (stage.py backward_one_chunk), gathered again by each backward and kept); else

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from costmodel.cost.memory import CACHED_SEGMENTS, OVERHEADS, reserved_only, weight_copy_kind
+from costmodel.cost.memory import (CACHED_SEGMENTS, OVERHEADS, fsdp_gathers_in_compute_dtype, reserved_only,
+                                   weight_copy_kind)
 from costmodel.report.common import (console, emitted_json, in_units, layout_text, number, print_formula, table,
                                      unit_name)
 from costmodel.report.tables import literal
@@ -154,6 +155,11 @@ def memory(cost, layout, hardware, worth: list, capacity, *, fits: bool, units, 
     out.print(t)
     if top.overheads:
         out.print(reserved_reading(top, units))
+    if fsdp_gathers_in_compute_dtype(cost.recipe, cost.point):
+        r = cost.recipe
+        out.print(f"FSDP gathers the weights in {r.compute} (FSDP2's MixedPrecisionPolicy(param_dtype={r.compute})); "
+                  f"gathered in {r.master} without it, autocast would also keep a {r.compute} copy of each weight for "
+                  "backward, as without FSDP.")
     if cost.framework is not None:
         out.print(f"Framework [bold]{literal(cost.framework.name)}[/]: peak is the largest phase (forward-backward, gradient sync, optimizer step), not the sum of every term; "
                   f"fitted on {cost.framework.fitted_on or 'nothing'}.")
