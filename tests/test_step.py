@@ -14,6 +14,8 @@ from costmodel.specs.load import load_hardware
 from costmodel.specs.recipe import RECIPES
 from costs import step as step_breakdown
 
+H100 = load_hardware("h100-sxm")
+
 A100 = load_hardware("a100-80gb")
 TABLE_5_MFU = {"22B": 41.5, "175B": 51.4, "530B": 56.0, "1T": 56.3}  # % of 312 TFLOP/s, Table 5
 
@@ -618,3 +620,40 @@ def test_the_text_table_adds_up_to_the_step():
     step = rows.pop("step")
     assert {"bubble", "tp exposed", "data exposed"} <= set(rows)
     assert sum(rows.values()) == pytest.approx(step, abs=5e-4 * len(rows))
+
+
+def _step_json(*args):
+    return json.loads(subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--hardware",
+                                      "h100-sxm", "--tokens", "8192", *args, "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def test_a_framework_no_run_times_reaches_the_slowest_measured_framework():
+    """torchtitan has no run in the training data: its range's slow end is the same layout under the profile with
+    nanotron's fitted time (the slowest framework that has runs), its fast end the DGXC band; Megatron's runs are
+    among those h100-sxm's step model was fitted on, so its range is that fit's band."""
+    from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.layout import Layout
+    from costmodel.specs.load import load_model
+
+    titan = _step_json("--fsdp", "8", "--framework", "torchtitan")
+    as_slow = FRAMEWORKS["torchtitan"].model_copy(update={"time": FRAMEWORKS["nanotron"].time})
+    slow = evaluate_layout(load_model("llama3-8b"), RECIPES["fsdp2"], Layout(fsdp=8, tokens=8192), H100,
+                           framework=as_slow).step.step_s
+    sm = H100.step_model
+    assert slow > titan["step_s"] / (1 + sm.error_low)  # nanotron's floors and unoverlapped data traffic: slower
+    assert titan["step_s_high"] == pytest.approx(slow, rel=1e-12)
+    assert titan["step_s_low"] == pytest.approx(titan["step_s"] / (1 + sm.error_high), rel=1e-12)
+    megatron = _step_json("--fsdp", "8", "--framework", "megatron")
+    assert megatron["step_s_high"] == pytest.approx(megatron["step_s"] / (1 + sm.error_low), rel=1e-12)
+    assert not FRAMEWORKS["megatron"].unmeasured_time and not FRAMEWORKS["nanotron"].unmeasured_time
+    assert FRAMEWORKS["deepspeed"].unmeasured_time and FRAMEWORKS["torchtitan"].unmeasured_time
+
+
+def test_readme_states_torchtitans_range_as_step_prints_it():
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    out = _step_json("--fsdp", "8", "--framework", "torchtitan", "--recompute", "op")
+    said = (f"Llama 3 8B on 8 H100s with FSDP under torchtitan (`--recompute op`, 8,192 tokens), "
+            f"{out['step_s_low']:.2f} to {out['step_s_high']:.2f} s for a {out['step_s']:.2f} s prediction")
+    assert said in readme

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -123,16 +124,28 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             from costmodel.cost.step import step_time  # time only: memory and comm skip it
 
             hidden, why = data_overlap(framework, point, overlap)
-            step = step_time(shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
-                             tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
-                             cp_overlap=cp_overlap if cp_overlap is not None else cp_overlap_default(framework, point),
-                             kernels=kernels if kernels is not None else (framework.kernels if framework is not None else
-                                                                           "fused"),
-                             framework_time=framework.time_on(hardware) if framework is not None else None,
-                             attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
-                             optimizer_params=optimizer_params(stages, recipe),
-                             fsdp_copy_bytes=fsdp2_copies(framework, recipe, point, rows))
+            timed_with = functools.partial(
+                step_time, shape, recipe, point, hardware, flops, rows, hidden, stages=held, precision=precision,
+                tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, overlap_why=why, fp8_casts=fp8_casts,
+                cp_overlap=cp_overlap if cp_overlap is not None else cp_overlap_default(framework, point),
+                kernels=kernels if kernels is not None else (framework.kernels if framework is not None else "fused"),
+                attention_kernel=kernel_of(hardware, framework, attention_kernel, point.flash),
+                optimizer_params=optimizer_params(stages, recipe),
+                fsdp_copy_bytes=fsdp2_copies(framework, recipe, point, rows))
+            step = timed_with(framework_time=framework.time_on(hardware) if framework is not None else None)
+            if kind == "number" and framework is not None and framework.unmeasured_time:
+                slow = timed_with(framework_time=slowest_measured_time(hardware)).step_s
+                step = replace(step, slowest_measured_s=slow)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
+
+
+def slowest_measured_time(hardware):
+    """The fitted time of the framework of the training data whose runs are slowest against the hardware model
+    (specs.framework.SLOWEST_MEASURED), applied on ``hardware`` (where its runs were not: an estimate)."""
+    from costmodel.specs.framework import FRAMEWORKS, SLOWEST_MEASURED
+
+    time = FRAMEWORKS[SLOWEST_MEASURED].time
+    return time.model_copy(update={"hardware": hardware.name})
 
 
 def fsdp2_copies(framework, recipe, point, rows):

@@ -72,6 +72,8 @@ class StepTime:
     cp_exposed_s: object = 0  # of cp_s, what attention does not hide
     cp_overlap: str = "none"
     attention_rerun_flops: object = 0  # of hardware_flops beyond model_flops, attention's rerun (full s x s)
+    slowest_measured_s: object = None  # a framework no run times (unmeasured_time): the step at the fitted time of
+    # the slowest framework that has runs (cost/evaluate.slowest_measured_time), its range's slow end
 
     @property
     def modelled_critical_s(self):

@@ -78,7 +78,8 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
     out.print(f"DP/FSDP traffic hidden behind backward or not: {header['data_overlap_source']}")
     if any("step_s_low" in row for row in data["layouts"]):
         out.print("range s: the step time's error range, from the step model's residuals on its training runs "
-                  "(widened for a borrowed step fraction; `cost4d step` prints its source)")
+                  "(widened for a borrowed step fraction, and for a framework no run in them times as far as the "
+                  "slowest framework that has runs; `cost4d step` prints its source)")
     out.print("Reproduce a row:" + ("" if commands else " -"))
     for i, cmd in enumerate(commands, start=1):
         out.print(f"# {i}\n" + literal("\n".join(command_lines(cmd, output_width()))))

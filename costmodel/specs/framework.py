@@ -108,6 +108,9 @@ class Framework(Spec):
     nccl_channels: Annotated[int, field(ge=0, le=64)] = field(0, description="channels per communicator")
     nccl_buffsize: Annotated[int, field(ge=0, le=2**30)] = field(4 * MiB, description="NCCL_BUFFSIZE")
     time: FrameworkTime | None = field(None, description="its step time beyond the hardware's step model")
+    in_hardware_fit: bool = field(
+        False, description="its runs are among those the hardware's step model was fitted on (the DGXC recipes: "
+        "NeMo on Megatron-core, and MaxText): without a time of its own, the hardware's range is its range")
     fitted_on: Text = ""
     source: Text = ""
 
@@ -126,6 +129,12 @@ class Framework(Spec):
 
         return self.context_bytes + nccl_buffer_bytes(communicators=self.nccl_communicators,
                                                       channels=self.nccl_channels, buffsize=self.nccl_buffsize)
+
+    @property
+    def unmeasured_time(self) -> bool:
+        """Whether no run in the training data times it: no fitted time of its own, and none of the runs the
+        hardware's step model was fitted on are its (its step's range then spans the frameworks that have runs)."""
+        return not self.exact and self.time is None and not self.in_hardware_fit
 
     @property
     def own_zero(self) -> int | None:
@@ -152,6 +161,11 @@ _NANOTRON_STALLS = [(False, 1, 0, 21), (False, 2, 0, 54), (False, 4, 3, 37), (Fa
 _FITTED = dict(activation_factor=1.21, reserve_bytes=196_806_902, error_low=-0.279, error_high=0.2)
 _BORROWED = "nanotron's runs, borrowed (no measured runs of this framework in shared/data/training-runs)"
 _OUTSIDE = dict(context_bytes=512 * MiB, nccl_communicators=4, nccl_channels=32)
+
+#: the framework of the training data whose runs are slowest against the hardware's step model (its runs took a
+#: median 2.2x what the model predicts without its fitted time: benchmarks/fit_step_nanotron.py): an unmeasured
+#: framework's range reaches as far as its fitted time on the same layout
+SLOWEST_MEASURED = "nanotron"
 
 #: Named profiles. Fitted constants: benchmarks/fit_memory_nanotron.py prints them.
 FRAMEWORKS: dict[str, Framework] = {
@@ -207,6 +221,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "weight gradients, uniform stages",
             recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
             p2p_buffers=True, data_overlap="none", zero_stages=[1],
+            in_hardware_fit=True,  # the DGXC recipes h100-sxm's step fraction is fitted on run NeMo on Megatron-core
             # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
