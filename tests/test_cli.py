@@ -89,6 +89,21 @@ def test_flops_json():
     assert out["total_flops"] == 10 * (12 * D * F * L - 2 * D * F)
 
 
+@pytest.mark.parametrize("pp, last_layers", [(4, 8), (3, 10)])  # even split of 32 layers: 8 each; 11, 11, 10
+def test_flops_per_device_is_the_busiest_pipeline_stage(pp, last_layers):
+    """--pp promises the heaviest stage's figures: the last stage's layers and the output layer, on one device
+    (Llama 3 8B by hand: per layer Q, O D a d_h, K, V D k d_h, SwiGLU 3 D F, Q K^T and A V 2 s a d_h, each
+    matmul 2 FLOPs per weight forward and 4 backward; the output layer V D; the embedding a lookup)."""
+    D, F, a, k, d_h, V, s, T = 4096, 14336, 32, 8, 128, 128256, 8192, 8192
+    layer = 2 * (D * d_h * (2 * a + 2 * k) + 3 * D * F) + 4 * s * a * d_h  # forward FLOPs per token
+    last_stage = 3 * (last_layers * layer + 2 * V * D) * T  # forward + backward: 3 x forward
+    out = run_json("flops", "--model", "llama3-8b", "--pp", str(pp), "--tokens", str(T))
+    assert out["total_flops"] == 3 * (32 * layer + 2 * V * D) * T  # the whole model, once
+    assert out["flops_per_device"] == pytest.approx(last_stage, rel=1e-12)  # float division only
+    assert out["stage_imbalance"] == pytest.approx(pp * last_stage / out["total_flops"], rel=1e-12)
+    assert out["stage_imbalance"] > 1
+
+
 def test_comm_json():
     out = run_json("comm", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4",
                    "--mx", "2", "--tokens", "4096")

@@ -113,7 +113,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0)]
     stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
-    flops = step_flops(shape, point, attention_reach(shape, point, seq_len))
+    flops = step_flops(shape, point, attention_reach(shape, point, seq_len), held)
     rows = step_collectives(shape, comm_recipe(recipe, framework), point, held)
     step = None
     if hardware is not None:

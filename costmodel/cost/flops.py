@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from costmodel.cost.stage import recomputed_layers
 from costmodel.formulas import flops as fl
+from costmodel.mathops import maximum, where
 from costmodel.parallel.expert import routed_factor
 from costmodel.record import record
 
@@ -22,6 +23,7 @@ class StepFlops:
     straggler_per_token: object = 0  # the busiest EP rank's routed work beyond the even share (time, not FLOPs)
     routed_per_token: object = 0  # of the model FLOPs, the routed experts' (fwd + bwd)
     attention_recompute_per_token: object = 0  # of recompute_per_token, attention's Q K^T and A V run again
+    stage_imbalance: object = 1  # p x the busiest pipeline stage's share (1: one stage, or a balanced split)
 
     @property
     def routed_hardware_per_token(self):
@@ -70,8 +72,9 @@ class StepFlops:
 
     @property
     def per_device(self):
-        """Even split of one replica's FLOPs over its tp x pp x cp devices."""
-        return self.total / self.devices_per_replica
+        """Model FLOPs of one device of the busiest pipeline stage: the replica's over its tp x pp x cp devices,
+        times the stage imbalance (:func:`stage_imbalance`; the stage `memory` and `step` also price)."""
+        return self.total * self.stage_imbalance / self.devices_per_replica
 
 
 def recompute_flops_per_token(shape, point, seq_len=None):
@@ -96,8 +99,9 @@ def recompute_flops_per_token(shape, point, seq_len=None):
     return recomputed_layers(shape.layers, point) * layer
 
 
-def step_flops(shape, point, seq_len=None) -> StepFlops:
-    """Forward and backward FLOPs of one micro-batch of ``point.tokens`` tokens per replica."""
+def step_flops(shape, point, seq_len=None, stages=None) -> StepFlops:
+    """Forward and backward FLOPs of one micro-batch of ``point.tokens`` tokens per replica; with the pipeline's
+    ``stages`` (cost.stage.Stage), the busiest one's imbalance (else an even share per stage)."""
     return StepFlops(forward_per_token=shape.forward_flops_per_token(seq_len),
                      backward_per_token=shape.backward_flops_per_token(seq_len),
                      tokens=point.tokens, devices_per_replica=point.tp * point.pp * point.cp,
@@ -106,7 +110,35 @@ def step_flops(shape, point, seq_len=None) -> StepFlops:
                      padding_per_token=3 * shape.padding_flops_per_token(),
                      straggler_per_token=straggler_flops_per_token(shape, point),
                      routed_per_token=3 * shape.routed_flops_per_token(),
-                     attention_recompute_per_token=attention_recompute_flops_per_token(shape, point, seq_len))
+                     attention_recompute_per_token=attention_recompute_flops_per_token(shape, point, seq_len),
+                     stage_imbalance=1 if stages is None else point.pp * busiest_share(shape, stages))
+
+
+def busiest_share(shape, stages):
+    """The largest stage's share of the model's forward FLOPs: max_i (L_i c + last_i c_o) / (L c + c_o).
+
+    A pipeline runs at its slowest stage. c is a layer's forward FLOPs per token and c_o the output
+    layer's (the embedding is a lookup: no FLOPs); p times the largest share is 1 for a balanced split
+    and exceeds it when the last stage also runs the output layer or the split is uneven. Recomputation
+    and backward are taken to follow the forward's split. Source: Narayanan et al. 2021,
+    arXiv:2104.04473, Sec. 2.2 (a pipeline's throughput is its slowest stage's)."""
+    layer = shape.layer_forward_flops_per_token()
+    output = shape.forward_flops_per_token() - shape.layers * layer
+    whole = shape.layers * layer + output
+    share = None
+    for st in stages:
+        mine = where(st.role.exists, (st.layers * layer + st.role.last * output) / whole, 0)
+        share = mine if share is None else maximum(share, mine)
+    return share
+
+
+def most_layers(stages):
+    """The most layers any stage of the pipeline holds (its memory-bound ops set the pace)."""
+    layers = None
+    for st in stages:
+        count = where(st.role.exists, st.layers, 0)
+        layers = count if layers is None else maximum(layers, count)
+    return layers
 
 
 def attention_recompute_flops_per_token(shape, point, seq_len=None):

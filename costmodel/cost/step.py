@@ -11,7 +11,7 @@ from __future__ import annotations
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
-from costmodel.cost.flops import StepFlops
+from costmodel.cost.flops import StepFlops, busiest_share, most_layers
 from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
 from costmodel.cost.overlap import cp_exposed_seconds
 from costmodel.cost.placement import placement
@@ -128,23 +128,10 @@ class StepTime:
                 "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
 
 
-def slowest_stage(shape, stages, seq_len=None):
-    """(p x the largest stage's share of the model's forward FLOPs, the most layers on a stage).
-
-    A pipeline runs at its slowest stage. A stage's share is (L_i c + last_i c_o) / (L c + c_o), c a
-    layer's forward FLOPs per token and c_o the output layer's: p times the largest share is 1 for a
-    balanced split and exceeds it when the last stage also runs the output layer or the split is
-    uneven. Recomputation and backward are taken to follow the forward's split."""
-    layer = shape.layer_forward_flops_per_token()
-    output = shape.forward_flops_per_token() - shape.layers * layer
-    total = shape.layers * layer + output
-    share, layers = None, None
-    for st in stages:
-        mine = where(st.role.exists, (st.layers * layer + st.role.last * output) / total, 0)
-        count = where(st.role.exists, st.layers, 0)
-        share = mine if share is None else maximum(share, mine)
-        layers = count if layers is None else maximum(layers, count)
-    return share, layers
+def slowest_stage(shape, stages):
+    """(p x the largest stage's share of the model's forward FLOPs, the most layers on a stage): the pair
+    cost.flops.busiest_share and cost.flops.most_layers give."""
+    return busiest_share(shape, stages), most_layers(stages)
 
 
 def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision: str):
@@ -165,7 +152,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
               optimizer_params=0, overlap_why: str = "", fp8_casts: str = "te", kernels: str = "fused",
               fsdp_copy_bytes=0) -> StepTime:
     """One optimizer step of ``point`` on ``hardware``, from its FLOPs and timed collectives; with the
-    pipeline's ``stages``, its slowest stage sets the pace (:func:`slowest_stage`); with a framework's
+    pipeline's ``stages``, the stage with the most layers sets the memory-bound ops' pace and the FLOPs' stage
+    imbalance (StepFlops.stage_imbalance, from the same stages) the matmuls'; with a framework's
     measured ``framework_time`` (specs.framework.FrameworkTime), its kernels, host floor and
     unoverlapped data-axis traffic (:func:`host_floor`); with an ``attention_kernel`` of the hardware's
     attention table (cost/attention.py), flash attention's own time instead of GEMM-efficiency FLOPs; the
@@ -191,11 +179,8 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     hw_flops = flops.hardware_per_token * global_tokens
     busiest = hw_flops + flops.straggler_per_token * global_tokens  # the EP rank with the most routed tokens
     routed = flops.routed_hardware_per_token * global_tokens  # of busiest, the routed experts' (padding and straggling)
-    if stages is None:  # every stage taken to do an equal share
-        imbalance, most_layers = 1, ceil_div(shape.layers, point.pp)
-    else:
-        share, most_layers = slowest_stage(shape, stages)
-        imbalance = share * point.pp
+    imbalance = flops.stage_imbalance  # the slowest stage's FLOPs against an even share (1 without stages)
+    most = ceil_div(shape.layers, point.pp) if stages is None else most_layers(stages)
     attention = flops.attention_per_token * global_tokens
     kernel = attention_kernel if shape.attention else None
     attention_s, rates = 0, None
@@ -214,10 +199,10 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
         matmul = matmul + matmul_seconds(routed * imbalance / devices, 0, hardware=hardware, precision=precision,
                                          efficiency=expert_efficiency)
     # the slowest stage's layers, its recomputed ones (full: all; every:K: floor(L / K)) with their forward again
-    layers = memory_bound.recompute_split(memory_bound.layer_bytes, shape, point, most_layers, recipe.activation_bytes,
+    layers = memory_bound.recompute_split(memory_bound.layer_bytes, shape, point, most, recipe.activation_bytes,
                                           kernels)
     if precision == "fp8" and fp8_casts == "te":  # Transformer Engine's casts of each linear layer's operands
-        layers = layers + memory_bound.recompute_split(memory_bound.fp8_cast_bytes, shape, point, most_layers,
+        layers = layers + memory_bound.recompute_split(memory_bound.fp8_cast_bytes, shape, point, most,
                                                        recipe.activation_bytes)
     per_token = layers + memory_bound.ends_bytes(shape, point, recipe.activation_bytes, kernels)
     elementwise = mb.hbm_seconds(hbm_bytes=exact_div(point.tokens, point.cp) * point.micro_steps * per_token,
@@ -259,7 +244,7 @@ def step_time(shape, recipe, point, hardware, flops: StepFlops, timed: list[Time
     exposed = fs.exposed_seconds(comm=by_axis["data"] - tail, hidden_behind=hidden, overlap=overlap) + tail
     extra, floor = 0, 0
     if framework_time is not None:  # its kernels and host floor; its data-axis traffic unoverlapped
-        floor = host_floor(framework_time, hardware, point, most_layers)
+        floor = host_floor(framework_time, hardware, point, most)
         extra = fs.framework_critical_seconds(critical=critical, kernel_factor=framework_time.kernel_factor,
                                               floor=floor) - critical
         exposed = framework_time.data_factor * by_axis["data"]

@@ -18,6 +18,7 @@ def flops(cost, layout, *, as_json, formula=None):
         "flops_per_token": number(result.per_token),
         "forward_flops": number(result.forward), "backward_flops": number(result.backward),
         "total_flops": number(result.total), "flops_per_device": number(result.per_device),
+        "stage_imbalance": result.stage_imbalance,
         "six_n_t": cost.six_n_t,
         "recompute_flops_per_token": number(result.recompute_per_token),
         "hardware_flops_per_token": number(result.hardware_per_token),
@@ -49,8 +50,10 @@ def flops(cost, layout, *, as_json, formula=None):
                   f"{result.hardware_per_token * result.tokens:.4e}")
     out.print(t)
     active = " (N: active parameters)" if cost.shape.moe else ""
+    busiest = (f"; the busiest pipeline stage's, {result.stage_imbalance:.4f} x an even share"
+               if layout.pp > 1 else "")
     out.print(f"6 N T rule of thumb{active}: {payload['six_n_t']:.4e}; per device (tp x pp x cp = "
-              f"{result.devices_per_replica}): {result.per_device:.4e} FLOP")
+              f"{result.devices_per_replica}{busiest}): {result.per_device:.4e} FLOP")
 
 
 def flops_symbolic(formula) -> dict:
