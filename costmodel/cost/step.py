@@ -19,7 +19,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.formulas import memory_bound as mb
 from costmodel.formulas import step as fs
-from costmodel.mathops import above_one, ceil_div, exact_div, maximum, where
+from costmodel.mathops import above_one, ceil_div, exact_div, where
 from costmodel.parallel import pipeline
 from costmodel.parallel.data import fsdp_active, fsdp_in_pipeline
 from costmodel.record import record
