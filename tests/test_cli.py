@@ -213,6 +213,58 @@ def test_explain_json_holds_the_steps_of_the_text(args):
     assert any(s["latex"] for s in steps)
 
 
+EXPLAINED = [
+    ["explain", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "16", "--tp", "4", "--mx", "2",
+     "--optimize-split"],
+    ["explain", "fsdp", "--model", "xxl", "--limit", "95GB"],
+    ["explain", "memory", "--model", "xxl", "--fsdp", "8", "--tokens", "4096"],
+    ["explain", "memory", "--model", "llama3-8b", "--tokens", "4096", "--recompute", "full"],  # P_c: saved copies
+    ["explain", "memory", "--model", "mixtral-8x7b", "--tokens", "4096", "--ep", "2", "--fsdp", "4"],  # P_e, E_p
+]
+FUNCTIONS = {"min", "max", "sqrt", "ceiling", "floor", "mod", "if", "else"}  # names in formulas that are no letter
+
+
+@pytest.mark.parametrize("args", EXPLAINED)
+def test_explain_defines_every_letter_its_formulas_use(args):
+    """Each name in a step's formula (text) has a legend line saying what it is, in JSON, text and LaTeX."""
+    out = run_json(*args, "--json")
+    legend = {row["symbol"]: row for row in out["legend"]}
+    names = {name for s in out["steps"] for name in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", s["formula"] or "")}
+    assert names - FUNCTIONS and names - FUNCTIONS <= set(legend)
+    assert all(row["meaning"] for row in legend.values())
+    # letters given values (not the options tp = 1, ep = 2 the values also name)
+    given = r"\b([A-Z][A-Za-z_0-9]*|[a-z](?:_\w+)?) = "
+    shown = {name for s in out["steps"] for name in re.findall(given, s["values"])}
+    assert shown and shown <= set(legend)  # no value printed for a letter no formula uses
+    text = runner.invoke(app, args).stdout
+    latex = runner.invoke(app, [*args, "--format", "latex"]).stdout
+    assert "Letters:" in text and "Letters:" in latex
+    for name, row in legend.items():
+        assert f"- {name}: " in text and f"${row['latex']}$: " in latex
+
+
+@pytest.mark.parametrize("args", EXPLAINED)
+def test_explain_latex_sets_a_name_of_several_letters_as_one(args):
+    """grads, T_math, M_max: upright or text, never a product of italic letters (g r a d s)."""
+    out = run_json(*args, "--json")
+    for latex in [s["latex"] for s in out["steps"] if s["latex"]] + [row["latex"] for row in out.get("legend", [])]:
+        bare = re.sub(r"\\(text|mathrm)\{[^}]*\}", "", latex)
+        bare = re.sub(r"\\[A-Za-z]+", "", bare)  # commands: \frac, \alpha, \left
+        assert not re.search(r"[A-Za-z]{2,}", bare), latex
+
+
+def test_explain_memory_legend_gives_each_letters_value():
+    """xxl at 4,096 tokens, 8 FSDP shards: P = 219,848,638,464 and A = 17,547,264 B per token x 4,096 tokens."""
+    legend = {row["symbol"]: row["meaning"]
+              for row in run_json(*EXPLAINED[2], "--json")["legend"]}
+    assert "219,848,638,464 parameters" in legend["P"]
+    assert f"{17_547_264 * 4096:,} B" in legend["A"]
+    assert "FSDP" in legend["N"] and legend["N"].endswith("= 8")
+    assert "U" not in legend  # no weight copies: U stands in no formula
+    batch = {row["symbol"]: row["meaning"] for row in run_json(*EXPLAINED[0], "--json")["legend"]}
+    assert batch["N"].endswith("= 64") and batch["C"].endswith("FLOP/s") and batch["W"].endswith("B/s")
+
+
 def test_tables_fold_at_80_columns_and_never_cut_a_name():
     """COLUMNS=80 when piped: every line fits and nothing is cut with an ellipsis (long names fold)."""
     import os

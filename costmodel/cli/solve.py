@@ -129,7 +129,7 @@ def _fsdp_symbolic(spec, rec, layout, answer) -> dict:
 
     (bound,) = [tidy_fraction(root) for root in sp.solve(sp.Eq(total, limit), sy.symbol("N"))]
     return {"memory": sy.text(total), "n_bound": sy.text(bound),
-            "latex": sp.latex(sp.StrictGreaterThan(sy.symbol("N"), bound))}
+            "latex": sy.latex(sp.StrictGreaterThan(sy.symbol("N"), bound))}
 
 
 EP_SOLVE = tuple(name for name in MEMORY if name != "ep")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import sympy as sp
+from sympy.printing.latex import greek_letters_set as _GREEK
 
 from costmodel.cost import memory as cm
 from costmodel.cost.evaluate import Cost, evaluate, layout_shape
@@ -161,4 +162,26 @@ class _Text(sp.printing.str.StrPrinter):
 
 
 def latex(expr) -> str:
-    return sp.latex(expr)
+    """LaTeX of a formula with every multi-letter name set as one name (:func:`latex_name`)."""
+    names = {sym: latex_name(sym.name) for sym in getattr(expr, "free_symbols", ())}
+    return sp.latex(expr, symbol_names={sym: name for sym, name in names.items() if name is not None})
+
+
+def latex_name(name: str) -> str | None:
+    """A letter's LaTeX where sympy's would set a name of several letters as a product of italic ones: a
+    lower-case word (grads, master_weights) as text, 'master weights'; a base or subscript of several
+    letters upright (T_{\\mathrm{math}}, e_{\\mathrm{mm}}, M_{\\mathrm{max}}); Greek names as Greek (alpha_Y).
+    None for a name that is not letters and underscores, such as '(B/N)' (sympy's own then)."""
+    base, _, sub = name.partition("_")
+    if not (base.isalpha() and (sub.replace("_", "").isalpha() or not sub)):
+        return None
+    if len(base) > 1 and base.islower() and base not in _GREEK:
+        return r"\text{" + name.replace("_", " ") + "}"
+    return _upright(base) + (f"_{{{_upright(sub)}}}" if sub else "")
+
+
+def _upright(word: str) -> str:
+    if len(word) == 1:
+        return word
+    return "\\" + word if word in _GREEK else r"\mathrm{" + word.replace("_", r"\_") + "}"
+

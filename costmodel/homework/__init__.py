@@ -69,8 +69,10 @@ class Homework:
 
 def derivation_lines(derivation) -> list[str]:
     """An `explain` derivation's steps as answer lines (its title and conventions are the problem's)."""
+    from costmodel.solve.explain import LETTERS
+
     text = derivation.render("text").splitlines()
-    return [line for line in text[1:] if line.strip() and not line.startswith(("Conventions", "- "))]
+    return [line for line in text[1:] if line.strip() and not line.startswith(("Conventions", LETTERS, "- "))]
 
 
 def _latex(hw: Homework, answers: bool) -> str:

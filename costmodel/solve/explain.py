@@ -6,6 +6,7 @@ functions called with numbers (the solvers' answers), so the two cannot drift ap
 
 from __future__ import annotations
 
+from dataclasses import field
 
 import sympy as sp
 
@@ -30,9 +31,22 @@ class Derivation:
     title: str
     steps: list
     conventions: list
+    meanings: dict = field(default_factory=dict)  # letter -> what it stands for, its unit and value
 
     def render(self, fmt: str = "text") -> str:
-        return render(self.steps, fmt, self.title, self.conventions)
+        return render(self.steps, fmt, self.title, self.conventions, self.legend())
+
+    def legend(self) -> dict:
+        """Every letter the steps' formulas use, in order of first use -> what it stands for: the derivation's
+        meanings, else the step that defines it (its formula's left side), else costmodel.cost.symbolic.MEANINGS."""
+        from costmodel.cost.symbolic import MEANINGS
+
+        defined, used = {}, {}  # dicts keep the order of first use
+        for i, s in enumerate(self.steps, 1):
+            if isinstance(s.formula, sp.Eq) and isinstance(s.formula.lhs, sp.Symbol):
+                defined.setdefault(s.formula.lhs.name, f"{s.title} (step {i})")
+            used.update(dict.fromkeys(sorted(sym.name for sym in getattr(s.formula, "free_symbols", ()))))
+        return {name: self.meanings.get(name) or defined.get(name) or MEANINGS.get(name, "") for name in used}
 
     def __str__(self) -> str:
         return self.render("text")
@@ -44,7 +58,9 @@ class Derivation:
         return {"title": self.title, "conventions": list(self.conventions),
                 "steps": [{"title": s.title, "formula": None if s.formula is None else text(s.formula),
                            "latex": None if s.formula is None else _latex(s.formula), "values": s.values,
-                           "result": s.result} for s in self.steps]}
+                           "result": s.result} for s in self.steps],
+                "legend": [{"symbol": name, "latex": _latex(sp.Symbol(name)), "meaning": meaning}
+                           for name, meaning in self.legend().items()]}
 
     def _repr_markdown_(self) -> str:
         return self.render("markdown")
@@ -123,19 +139,25 @@ def tidy_fraction(expr):
     return num / den
 
 
+#: the parts of P a memory derivation names where its components use them: (letter, what, why)
+PARTS_OF_P = (("P_e", "of which routed experts (E / E_p per MoE layer), sharded over their own data group",
+               "ep = {layout.ep}"),
+              ("U", "of which the first matmuls, whose bf16 copy autograd does not save",
+               "the stack's input needs no gradient"),
+              ("P_c", "of which the matmul weights whose bf16 copy autograd saves",
+               "no norms or biases; none of a recomputed layer"))
+
+
 def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -> list[Step]:
     """cost4d memory, derived: parameters, each component, the total."""
     from costmodel.cost.symbolic import collect_total
 
     st = heaviest.stage
+    used = {sym.name for expr in sym_components.values() for sym in sp.sympify(expr).free_symbols}
     parts = [Step("parameters on this device before data-axis sharding", sp.Symbol("P"),
                   f"{model.name}, tp = {layout.tp}, pp = {layout.pp}", f"P = {st.params:,}")]
-    if letters.get("P_e"):
-        parts.append(Step("of which routed experts (E / E_p per MoE layer), sharded over their own data group",
-                          sp.Symbol("P_e"), f"ep = {layout.ep}", f"P_e = {letters['P_e']:,}"))
-    if letters.get("U"):
-        parts.append(Step("of which the first matmuls, whose bf16 copy autograd does not save", sp.Symbol("U"),
-                          "the stack's input needs no gradient", f"U = {letters['U']:,}"))
+    parts += [Step(title, sp.Symbol(name), why.format(layout=layout), f"{name} = {letters[name]:,}")
+              for name, title, why in PARTS_OF_P if letters.get(name) and name in used]
     if st.activation_bytes_per_token:
         parts.append(Step("activation bytes saved for backward", sp.Symbol("A"),
                           f"{st.activation_bytes_per_token:,.0f} B per token x {layout.tokens:,} tokens"
@@ -146,13 +168,16 @@ def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -
             value = heaviest.components[name]
             parts.append(Step(name.replace("_", " "), sp.Eq(sp.Symbol(name), expr), "", f"{value:,.0f} B"))
     total = collect_total(sym_components)
-    shown = {k: v for k, v in letters.items() if v}
+    shown = {k: v for k, v in letters.items() if v and k in used}
     parts.append(Step("total per device", sp.Eq(sp.Symbol("M"), total),
                       ", ".join(f"{k} = {v:,}" for k, v in shown.items()),
                       f"M = {heaviest.total_bytes:,.0f} B = {heaviest.total_bytes / 1e9:,.2f} GB "
                       f"= {heaviest.total_bytes / 2**30:,.2f} GiB"))
     return parts
 
+
+#: the heading of a text derivation's legend
+LETTERS = "Letters:"
 
 _LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$", "{": r"\{",
           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$", "\n": " ", "\r": " "}
@@ -173,14 +198,16 @@ def readable(expr) -> str:
 
 
 def _latex(expr) -> str:
-    """LaTeX of a step's formula; a lower-case name of words (master_weights) is text, not a subscript."""
-    names = {sym: r"\text{" + sym.name.replace("_", " ") + "}" for sym in getattr(expr, "free_symbols", ())
-             if "_" in sym.name and sym.name.islower()}
-    return sp.latex(expr, symbol_names=names)
+    """LaTeX of a step's formula, each name of several letters set as one (cost.symbolic.latex_name)."""
+    from costmodel.cost.symbolic import latex
+
+    return latex(expr)
 
 
-def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> str:
-    """Text, Markdown (with $LaTeX$) or a LaTeX enumerate."""
+def render(steps: list[Step], fmt: str, title: str, conventions: list[str], legend: dict | None = None) -> str:
+    """Text, Markdown (with $LaTeX$) or a LaTeX enumerate; then each letter's meaning (``legend``) and the
+    conventions."""
+    legend = legend or {}
     lines = []
     if fmt == "latex":
         lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
@@ -190,6 +217,9 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
             result = rf" \quad \textbf{{{parts[2]}}}" if s.result else ""
             lines.append(rf"  \item {parts[0]}{body} {parts[1]}{result}".rstrip())
         lines.append(r"\end{enumerate}")
+        if legend:
+            lines.append(r"Letters: " + "; ".join(f"${_latex(sp.Symbol(name))}$: {_latex_text(meaning)}"
+                                                    for name, meaning in legend.items()) + ".")
         lines.append(r"Conventions: " + "; ".join(_latex_text(c) for c in conventions) + ".")
         return "\n".join(lines)
     md = fmt == "markdown"
@@ -202,6 +232,10 @@ def render(steps: list[Step], fmt: str, title: str, conventions: list[str]) -> s
         if s.result:
             step.append(f"   -> {'**' + s.result + '**' if md else s.result}")
         lines += [line + "  " for line in step[:-1]] + step[-1:] if md else step  # Markdown: a line break each
+    if legend:
+        lines += ["", "**Letters**" if md else LETTERS]
+        lines += [f"- {'$' + _latex(sp.Symbol(name)) + '$' if md else name}: {meaning}"
+                  for name, meaning in legend.items()]
     lines.append("")
     lines.append("Conventions:" if not md else "**Conventions**")
     lines += [f"- {c}" for c in conventions]
@@ -220,7 +254,7 @@ def memory_derivation(model, recipe, layout) -> Derivation:
     conventions = [f"recipe {recipe.name}: {recipe.description}",
                    f"weight copies: {weight_copy_kind(recipe, cost.point)}", "GB = 1e9 B, GiB = 2^30 B"]
     return Derivation(f"Memory per device: {model.name}", memory_steps(model, layout, cost.heaviest, comps, letters),
-                      conventions)
+                      conventions, memory_meanings(letters, comps))
 
 
 def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivation:
@@ -233,7 +267,23 @@ def fsdp_derivation(model, recipe, layout, answer, limit_source: str) -> Derivat
     letters = {str(k): _whole(v) for k, v in values.items() if k in used and str(k) != "N"}
     conventions = [f"recipe {recipe.name}: {recipe.description}", f"limit from {limit_source}",
                    f"{layout.shard_activations:g} of the activations sharded over N"]
-    return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions)
+    meanings = {**memory_meanings(letters, comps), "N": "FSDP shards, the unknown",
+                "M_max": f"the memory a device may hold = {answer.limit_bytes:,.0f} B"}
+    return Derivation(f"Smallest N_FSDP: {model.name}", fsdp_steps(answer, comps, letters), conventions, meanings)
+
+
+#: the unit a memory view's letter counts in (the degrees N, E_p count devices)
+_UNITS = {"A": "B", "P": "parameters", "P_e": "parameters", "P_c": "parameters", "U": "parameters"}
+
+
+def memory_meanings(letters: dict, components: dict) -> dict:
+    """Letter -> 'what it stands for = value unit' for a memory view's letters (P, A, U, P_e, P_c, N, E_p), its
+    components' names and M."""
+    from costmodel.cost.symbolic import MEANINGS
+
+    meanings = {k: f"{MEANINGS[k]} = {v:,}" + (f" {_UNITS[k]}" if k in _UNITS else "") for k, v in letters.items()}
+    named = {name: f"bytes of {name.replace('_', ' ')} on one device" for name in components}
+    return {**meanings, **named, "M": "bytes on one device of the heaviest pipeline stage"}
 
 
 def split_steps(problem, split, rows: list | None) -> list[Step]:
@@ -275,7 +325,19 @@ def batch_derivation(answer, device_name: str, split=None, rows: list | None = N
                    "the (n-1)/n ring factor is dropped, as in the Scaling Book",
                    f"C and W from {device_name} unless overridden"]
     return Derivation(f"Compute-bound batch on {device_name}, X = {p.fsdp}, Y = {p.tp}",
-                      batch_steps(answer) + split_steps(p, split, rows), conventions)
+                      batch_steps(answer) + split_steps(p, split, rows), conventions, batch_meanings(p))
+
+
+def batch_meanings(p) -> dict:
+    """The Scaling Book's letters of a batch question, with their values and units."""
+    return {"B": "global batch (tokens)", "(B/N)": "tokens per device, the least the bound solved for B/N allows",
+            "D": f"model width = {p.d_model:,}", "F": f"MLP hidden width = {p.d_ff:,}",
+            "N": f"devices, X Y = {p.devices:,}", "X": f"FSDP degree = {p.fsdp:,}", "Y": f"TP degree = {p.tp:,}",
+            "M_X": f"torus axes the FSDP axis spans = {p.mx}", "M_Y": f"torus axes the TP axis spans = {p.my}",
+            "C": f"peak FLOP/s of one device = {p.peak_flops:.4g} FLOP/s",
+            "W": f"link bandwidth of one device on the FSDP axis = {p.bandwidth:.4g} B/s",
+            **({"W_Y": f"link bandwidth of one device on the TP axis = {p.w_tp:.4g} B/s"}
+               if p.tp_bandwidth is not None else {})}
 
 
 def _whole(value):
