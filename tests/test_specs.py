@@ -112,3 +112,34 @@ def test_dataclasses_replace_on_a_loaded_spec_validates_and_keeps_where_it_was_r
     assert renamed.name == "mine" and renamed._folder == loaded._folder and renamed.hbm == loaded.hbm
     with pytest.raises(ValidationError):
         dataclasses.replace(loaded, name="")
+
+
+#: each shipped device's kind, from its vendor: what `cost4d hardware` prints and what pricing branches on
+#: (tpu: the ICI torus; gpu: a switched domain + scale-out, NCCL's tuner where [nccl] says; trainium: AWS's own
+#: chip and collective library, priced as a domain + scale-out without NCCL's tuner)
+KINDS = {"a100-80gb": "gpu", "aws-p4de": "gpu", "aws-p5": "gpu", "b200": "gpu", "h100-96gb-500w": "gpu",
+         "h100-sxm": "gpu", "h200": "gpu", "mi325x": "gpu", "tpu-v4": "tpu", "tpu-v5e": "tpu", "tpu-v5p": "tpu",
+         "tpu-v6e": "tpu", "trn2": "trainium"}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_shipped_device_kinds(name):
+    """AWS Trainium2 is no GPU (AWS Neuron docs, 'Trainium2 Architecture'); the rest are their vendors' GPUs and TPUs."""
+    assert load_hardware(name).kind == KINDS[name]
+
+
+def test_trainium_is_priced_as_a_domain_plus_scale_out_and_named_as_such():
+    """trn2 keeps the per-level TP thresholds a switched domain has (TP within NeuronLink, TP across EFA), and the
+    TPU-only options name it a Trainium chip."""
+    from costmodel.solve.thresholds import single_strategy_thresholds
+
+    trn2 = load_hardware("trn2")
+    rows = single_strategy_thresholds(trn2, d_ff=28672, peak_flops=667e12, bandwidth=25e9)
+    assert [r.strategy for r in rows] == ["DP/FSDP within one neuronlink domain", "TP within one neuronlink domain",
+                                          "DP/FSDP across nodes (efa)", "TP across nodes (efa)"]
+    # 28,672 / (667e12 / 512e9): the Scaling Book's F / alpha on NeuronLink
+    assert rows[1].value == pytest.approx(28672 / (667e12 / 512e9))
+    assert trn2.kind_name == "Trainium chip"
+    data = read_file(hardware_dir() / "trn2.toml") | {"nccl": read_file(hardware_dir() / "h100-sxm.toml")["nccl"]}
+    with pytest.raises(ValidationError, match="NCCL's tuner"):
+        Hardware.model_validate(data)

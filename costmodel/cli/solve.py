@@ -191,7 +191,7 @@ def _split_and_rows(device, problem, optimize_split: bool, slice_: str | None, w
 
     ici = device.level("ici") if device.kind == "tpu" else None
     if slice_ is not None and ici is None:
-        raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind.upper()}")
+        raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind_name}")
     torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
     split = best_split(problem, torus) if optimize_split or torus else None
     rows = None

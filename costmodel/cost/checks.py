@@ -41,8 +41,8 @@ def placement_rules(hardware, point) -> list:
     layout's --placement order), and no more than the torus has on a TPU, where --placement has no say."""
     if hardware.kind != "tpu":
         return [Rule((point.mx <= 1) & (point.my <= 1),
-                     lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind.upper()} "
-                     "(its axes are placed on the NVLink domain and nodes automatically)")]
+                     lambda: f"--mx/--my place axes on a TPU torus; {hardware.name} is a {hardware.kind_name} "
+                     f"(its axes are placed on the {hardware.network[0].name} domain and nodes automatically)")]
     if point.placement != DEFAULT_PLACEMENT:
         return [Rule(False, lambda: f"--placement orders a GPU layout's axes on the network; {hardware.name} is a TPU "
                      "(place its axes on the torus with --mx/--my)")]

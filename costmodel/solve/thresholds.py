@@ -44,7 +44,7 @@ def single_strategy_thresholds(hardware, *, d_ff: int, peak_flops: float, bandwi
         unit = "tokens per slice" if level.kind == "dcn" else "tokens per device"
         rows.append(Threshold(f"DP/FSDP {scope}", f"B > C/W_{level.name}",
                               sc.data_batch_per_device(alpha=alpha, mx=1), unit))
-        if hardware.kind == "gpu":
+        if hardware.kind != "tpu":  # a TPU's TP runs on the torus (above), not over DCN
             rows.append(Threshold(f"TP {scope}", f"Y < F/alpha_{level.name}",
                                   sc.tp_degree_limit(alpha=alpha, my=1, d_ff=d_ff), "largest TP degree"))
     return rows

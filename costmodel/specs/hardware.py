@@ -206,12 +206,19 @@ class Nccl(Spec):
         return version
 
 
+#: each kind as prose names it ("trn2 is a Trainium chip")
+KIND_NAMES = {"gpu": "GPU", "tpu": "TPU", "trainium": "Trainium chip"}
+
+
 class Hardware(Spec):
     """One accelerator with its memory and network."""
 
     name: Name
     description: Text = ""
-    kind: Literal["gpu", "tpu"]
+    #: gpu: a switched fast domain plus a scale-out network, collectives by NCCL/RCCL (its tuner where [nccl] says);
+    #: tpu: an ICI torus (--mx/--my) plus DCN; trainium: AWS Trainium, priced as gpu's domain + scale-out (its own
+    #: collective library, not NCCL: no tuner)
+    kind: Literal["gpu", "tpu", "trainium"]
     peak_flops: PeakFlops
     hbm: HBM
     network: list[NetworkLevel] = field(min_length=1, max_length=8, description="fastest level first")
@@ -228,6 +235,9 @@ class Hardware(Spec):
             raise ValueError("peak_flops.bf16 is required (the default compute dtype)")
         if self.kind == "tpu" and not any(level.kind == "ici" for level in self.network):
             raise ValueError("a TPU needs an 'ici' network level")
+        if self.nccl is not None and self.kind != "gpu":
+            raise ValueError(f"[nccl] prices collectives as NCCL's tuner does, on GPUs; this spec's kind is "
+                             f"{self.kind!r}")
         sm = self.step_model
         if sm is not None and sm.matmul_shape is not None:  # the measured kernel must take longer than t_0 alone
             m, n, k = sm.matmul_shape
@@ -237,6 +247,11 @@ class Hardware(Spec):
                                  f"{took:.3g} s, not more than matmul_overhead_s = {sm.matmul_overhead_s:g} s: "
                                  "the measured kernel must be larger")
         return self
+
+    @property
+    def kind_name(self) -> str:
+        """The kind as a sentence names it: 'GPU', 'TPU', 'Trainium chip'."""
+        return KIND_NAMES[self.kind]
 
     def flops(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype``."""
