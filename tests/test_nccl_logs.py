@@ -4,6 +4,7 @@ rank list. Built from the shipped log and the third-party files in ../shared/dat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,16 @@ def test_rows_say_their_placement_and_type_and_one_gpu_is_no_collective(tmp_path
     outcome = run(["validate", str(tmp_path / "eight.json"), "--hardware", "h100-sxm", "--placement", "in-place"])
     assert "no collective over 2 or more ranks" not in outcome.stderr
     assert nccl_version_of("2708") == "2.7.8" and nccl_version_of("22602") == "2.26.2"
+
+
+def test_each_calibration_line_names_the_algorithm_it_was_fitted_under():
+    """validate --fit on the shipped logs fits all-reduce twice (all_reduce_ring.out, all_reduce_nvls.out): each
+    'Calibration:' line says which, as the file names do, and holds that algorithm's fit."""
+    outcome = run(["validate", "shipped:h100-8gpu-together-nccl-tests", "--hardware", "h100-sxm", "--fit"])
+    assert outcome.code == 0, str(outcome)
+    text = " ".join(outcome.stdout.split())  # rich wraps long lines
+    lines = re.findall(r"Calibration: ([a-z-]+) \((\w+)\): (.*?)(?= Calibration: | Median )", text)
+    assert sorted((op, algorithm) for op, algorithm, _ in lines) == [
+        ("all-gather", "ring"), ("all-reduce", "nvls"), ("all-reduce", "ring"), ("reduce-scatter", "ring")]
+    for op, algorithm, what in lines:
+        assert f"calibrated on nvlink: {algorithm} x " in what, (op, algorithm, what)

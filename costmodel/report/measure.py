@@ -55,8 +55,8 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
     releases = sorted({r.release for r in rows if r.release})
     if releases:
         c.print("NCCL tuner: " + "; ".join(releases))
-    for used in sorted({f"{r.collective}: {r.calibration}" for r in rows if r.calibration}):
-        c.print(f"Calibration: {literal(used)}")
+    for used in sorted({f"{r.collective} ({r.algorithm}): {r.calibration}" for r in rows if r.calibration}):
+        c.print(f"Calibration: {literal(used)}")  # the algorithm the log ran: one op's fits differ by it
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
         t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS), or "
