@@ -233,3 +233,45 @@ def test_each_calibration_line_names_the_algorithm_it_was_fitted_under():
         ("all-gather", "ring"), ("all-reduce", "nvls"), ("all-reduce", "ring"), ("reduce-scatter", "ring")]
     for op, algorithm, what in lines:
         assert f"calibrated on nvlink: {algorithm} x " in what, (op, algorithm, what)
+
+
+@pytest.mark.parametrize("name, family", [
+    ("NVIDIA H100 80GB HBM3", {"H100"}),  # the shipped logs' rank lines
+    ("NVIDIA A100-SXM4-80GB", {"A100"}),  # CUDA's name for the p4de's GPU
+    ("NVIDIA H200", {"H200"}), ("NVIDIA B200", {"B200"}),
+    ("AMD Instinct MI300X", {"MI300"}), ("mi325x", {"MI325"}),
+    ("h100-96gb-500w", {"H100"}), ("AWS p4de.24xlarge: 8 x A100 80GB SXM", {"A100"}),
+    ("NVIDIA GH200 480GB", set()),  # no family named alone: left unjudged, not read as H200
+    ("", set()),
+])
+def test_device_families_from_names(name, family):
+    from costmodel.measure.devices import families
+
+    assert families(name) == family
+
+
+def _notes(outcome) -> list[str]:
+    return [line for line in outcome.stderr.splitlines() if line.startswith("note:")]
+
+
+def test_a_log_of_another_gpu_than_the_spec_gets_one_note(tmp_path):
+    """The rank lines name the GPU: an A100 log validated as h100-sxm, or an H100 log as a100-80gb, is priced (specs
+    have variants) with one note naming both; matching GPUs, and a log without rank lines, print none."""
+    a100 = tmp_path / "all_reduce_ring.out"
+    a100.write_text((MEASURED / "all_reduce_ring.out").read_text().replace("NVIDIA H100 80GB HBM3",
+                                                                             "NVIDIA A100-SXM4-80GB"))
+    h100 = MEASURED / "all_reduce_ring.out"
+    for log, spec, logged, specified in [(a100, "h100-sxm", "NVIDIA A100-SXM4-80GB", "H100"),
+                                         (h100, "a100-80gb", "NVIDIA H100 80GB HBM3", "A100")]:
+        outcome = run(["validate", str(log), "--hardware", spec, "--json"])
+        assert outcome.code == 0, str(outcome)
+        notes = _notes(outcome)
+        assert len(notes) == 1 and logged in notes[0] and f"{spec} is {specified}" in notes[0], notes
+        assert json.loads(outcome.stdout)["rows"]  # priced all the same
+    for args in [[str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm"],
+                 [str(a100), "--hardware", "aws-p4de"],  # 'AWS p4de.24xlarge: 8 x A100 80GB SXM'
+                 [str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-96gb-500w"],  # a variant of the same
+                 [str(OTHER / "aws-p4de-2node-allreduce.out"), "--hardware", "h100-sxm", "--nodes", "2",
+                  "--gpus-per-node", "8"]]:  # no rank lines: nothing to compare
+        outcome = run(["validate", *args, "--json"])
+        assert outcome.code == 0 and _notes(outcome) == [], str(outcome)

@@ -139,6 +139,15 @@ def import_nccl_tests(
                    f"{sum(len(r['rows']) for r in document['runs'])} rows")
 
 
+def note_devices(docs: list[dict], spec) -> None:
+    """A note where the logs ran on another GPU than the spec's (validate, plot validate)."""
+    from costmodel.measure.devices import device_note
+
+    note = device_note(docs, spec)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+
+
 def check_validate_options(hardware, placement: str) -> None:
     """What `validate` and `plot validate` need: a hardware spec, and a placement nccl-tests prints."""
     if hardware is None:
@@ -180,6 +189,7 @@ def validate(
     floor = message_size(min_bytes, "--min-bytes")
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
+    note_devices(docs, spec)
     v.check_networked(docs)
     before = v.compare(docs, spec, placement)
     fits, after = [], None

@@ -205,7 +205,7 @@ def validate_cmd(
 
     Example: cost4d plot validate shipped:h100-8gpu-together-nccl-tests --hardware h100-sxm --out validate.png
     """
-    from costmodel.cli.measure import check_validate_options, load_measurements
+    from costmodel.cli.measure import check_validate_options, load_measurements, note_devices
     from costmodel.errors import CostModelError
     from costmodel.measure.validate import check_networked, compare, median_abs_error
     from costmodel.report.plot import check_path, validation
@@ -215,6 +215,7 @@ def validate_cmd(
     check_path(out, "--out")
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
+    note_devices(docs, spec)
     check_networked(docs)
     rows = compare(docs, spec, placement)
     if not rows:
