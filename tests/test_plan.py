@@ -305,3 +305,34 @@ def test_tp_degrees_that_divide_the_heads_are_searched_with_kv_heads_copied():
         cost = evaluate_layout(spec, rec, layout, tpu)
         assert p.step_s == pytest.approx(cost.step.step_s, rel=1e-9)
         assert p.memory_bytes == pytest.approx(cost.memory_bytes, rel=1e-9)
+
+
+def test_reproduce_commands_quote_spec_paths_with_spaces(tmp_path):
+    """A spec file's path with a space or a shell metacharacter is quoted in each 'Reproduce a row' command, so that
+    the printed lines (wrapped, ' \\' continued) give a shell the very arguments the user gave; plain ones stay bare."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+    from costmodel.specs.catalog import BUILTIN_MODELS
+
+    (tmp_path / "my models").mkdir()
+    model = tmp_path / "my models" / "x.json"
+    model.write_text(json.dumps(dict(BUILTIN_MODELS["nanotron-1b"], name="my-1b")))
+    hardware = tmp_path / "hw (mine).toml"
+    hardware.write_text('extends = "h100-sxm"\nname = "my-h100"\n')
+    args = ["plan", "--model", str(model), "--hardware", str(hardware), "--gpus", "8", "--global-batch", str(2**20),
+            "--seq", "4096", "--top", "2"]
+    result = CliRunner().invoke(app, args, terminal_width=60)
+    assert result.exit_code == 0, result.output
+    printed = result.stdout.split("Reproduce a row:\n")[1].split("# 2\n")[0].removeprefix("# 1\n")
+    argv = shlex.split(printed.replace(" \\\n", " "))
+    assert argv[:8] == ["cost4d", "step", "--model", str(model), "--hardware", str(hardware), "--recipe", "cs336"]
+    assert len(printed.splitlines()) > 1  # wrapped at 60 columns, and still one command to a shell:
+    shell = subprocess.run(["sh", "-c", "cost4d() { printf '%s\\n' cost4d \"$@\"; }\n" + printed],
+                           capture_output=True, text=True, check=True)
+    assert shell.stdout.splitlines() == argv
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert shlex.split(data["layouts"][0]["command"]) == argv
+    assert "--recipe cs336 " in data["layouts"][0]["command"]  # a plain argument prints as typed

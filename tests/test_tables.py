@@ -196,3 +196,15 @@ def test_rich_prefers_the_light_box_to_folding_a_word():
     Console(file=out, width=40, color_system=None).print(_table())
     text = out.getvalue()
     assert "embeddings," in text and "weights" in text and max(map(len, text.splitlines())) <= 40
+
+
+def test_a_wrapped_command_keeps_a_quoted_path_whole():
+    """A quoted argument with spaces ('/tmp/my models/x.json') is one word: no width wraps inside it."""
+    import shlex
+
+    from costmodel.report.tables import command_lines
+
+    argv = ["cost4d", "step", "--model", "/tmp/my models/x.json", "--hardware", "a b;c$(d).toml", "--tp", "2"]
+    for width in range(20, 100):
+        lines = command_lines(shlex.join(argv), width)
+        assert shlex.split(" ".join(line.removesuffix("\\") for line in lines)) == argv, width

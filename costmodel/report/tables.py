@@ -77,17 +77,19 @@ def wrap(text: str, width: int) -> list[str]:
 
 
 def command_lines(command: str, width: int, indent: str = "    ") -> list[str]:
-    """A shell command wrapped at spaces to ``width``, each line but the last ending in ' \\' and the rest
+    """A shell command wrapped between its words to ``width``, each line but the last ending in ' \\' and the rest
     indented: still one command when pasted into a shell (wrapping it as prose would cut it in two)."""
-    import textwrap
+    import shlex
 
-    def at_spaces(text, width):  # never inside an option (--grad-accum) or a path: a shell would split it
-        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
-
-    lines = at_spaces(command, max(width - 2, 20))
-    if len(lines) > 1:
-        rest = at_spaces(" ".join(lines[1:]), max(width - 2 - len(indent), 20))
-        lines = lines[:1] + [indent + line for line in rest]
+    # whole words only: never inside an option (--grad-accum) or a quoted path ('my models/x.json')
+    lines: list[str] = []
+    for word in map(shlex.quote, shlex.split(command)):
+        room = max(width - 2 - (len(indent) if len(lines) > 1 else 0), 20)
+        if lines and len(lines[-1]) + 1 + len(word) <= room:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    lines = lines[:1] + [indent + line for line in lines[1:]]
     return [line + " \\" for line in lines[:-1]] + lines[-1:]
 
 

@@ -202,24 +202,27 @@ def _row(step, i, memory) -> tuple:
 
 def command(model: str, hardware: str, layout: dict, *, recipe: str, framework: str | None, precision: str,
             kernels: str | None = None) -> str:
-    """The `cost4d step` command line that reproduces one planned layout."""
+    """The `cost4d step` command line that reproduces one planned layout, each argument shell-quoted where it needs
+    it (a spec file's path with a space): plain ones print as typed."""
+    import shlex
+
     from costmodel.specs.layout import Layout
 
-    flags = [f"--model {model}", f"--hardware {hardware}", f"--recipe {recipe}"]
+    argv = ["cost4d", "step", "--model", model, "--hardware", hardware, "--recipe", recipe]
     for key, value in layout.items():
         if key == "sp":
-            flags += ["--sp"] if value else []
+            argv += ["--sp"] if value else []
         elif key == "cp_kind" and layout.get("cp", 1) == 1:
             continue  # no context parallelism: the kind says nothing
         elif key == "tokens" or Layout.model_fields[key].default != value:
-            flags.append(f"--{key.replace('_', '-')} {value}")
+            argv += [f"--{key.replace('_', '-')}", str(value)]
     if framework:
-        flags.append(f"--framework {framework}")
+        argv += ["--framework", framework]
     if precision != "bf16":
-        flags.append(f"--precision {precision}")
+        argv += ["--precision", precision]
     if kernels is not None:
-        flags.append(f"--kernels {kernels}")
-    return "cost4d step " + " ".join(flags)
+        argv += ["--kernels", kernels]
+    return shlex.join(argv)
 
 
 #: the parts of a step (its breakdown) that add up to its time, as `why` names them; the data axis counts by its
