@@ -336,3 +336,26 @@ def test_reproduce_commands_quote_spec_paths_with_spaces(tmp_path):
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert shlex.split(data["layouts"][0]["command"]) == argv
     assert "--recipe cs336 " in data["layouts"][0]["command"]  # a plain argument prints as typed
+
+
+@pytest.mark.parametrize("units, unit, size", [(None, "GB", 1e9), ("iec", "GiB", 2**30), ("si", "GB", 1e9)])
+def test_plan_prints_memory_in_the_units_it_names(units, unit, size):
+    """The table's memory column names its unit in its header, and --units picks GB (1e9 B, the default, as
+    `memory`, `comm` and `step` print) or GiB (2^30 B); the memory rule's limit follows. JSON stays bytes."""
+    from typer.testing import CliRunner
+
+    from costmodel.cli import app
+
+    args = ["plan", "--model", "nanotron-1b", "--hardware", "h100-sxm", "--gpus", "8", "--global-batch", str(2**20),
+            "--seq", "4096", "--top", "3"] + (["--units", units] if units else [])
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    result = CliRunner().invoke(app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("#  tokens/s"))
+    assert header.split()[3:5] == ["memory", f"({unit})"]
+    for row in data["layouts"]:
+        cells = next(line for line in lines if line.startswith(f"{row['rank']} ")).split()
+        assert float(cells[3]) == pytest.approx(row["memory_bytes"] / size, abs=0.05)  # printed to 0.1
+    assert f"by memory (over {data['capacity_bytes'] / size:,.1f} {unit})" in " ".join(result.stdout.split())
+    assert any(key.endswith(" GiB)") for key in data["rejected"])  # --json's keys do not follow --units

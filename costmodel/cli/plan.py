@@ -9,6 +9,7 @@ import typer
 from costmodel.cli import options as o
 from costmodel.inputs import bounds
 from costmodel.inputs.numbers import real, whole
+from costmodel.units import UnitSystem
 
 
 #: the search's options, shared by `cost4d plan` and `cost4d plot plan`
@@ -80,6 +81,7 @@ def plan(
     plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
         help="Also draw tokens/s against peak memory of every feasible layout, the Pareto front marked "
         "(needs matplotlib: pip install matplotlib).")] = None,
+    units: o.UnitsOpt = UnitSystem.si,
     as_json: o.JsonOpt = False,
 ) -> None:
     """Search every layout that fits (data x FSDP/HSDP x TP+SP x PP schedules x CP x EP x micro-batch x recompute).
@@ -105,10 +107,10 @@ def plan(
     commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
                         framework=None if frame is None else framework, precision=precision, kernels=kernels)
                 for p in result.best]
-    reason = why(result.best[0], result.best[1]) if len(result.best) > 1 else None
+    reason = why(result.best[0], result.best[1], units) if len(result.best) > 1 else None
     details = [_details(spec, rec, device, p, frame, precision, kernels) for p in result.best]
     report(result, commands, header, reason=reason, as_json=as_json, details=details,
-           cp_in_data=frame is not None and frame.cp_in_data)
+           cp_in_data=frame is not None and frame.cp_in_data, units=units)
     if plot is not None:
         from costmodel.report.plot import plan_cloud
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from costmodel.report.common import console, emit_json, layout_text, output_width, table
 from costmodel.report.memory import VERDICTS
 from costmodel.report.tables import command_lines, literal
+from costmodel.units import UnitSystem, in_unit
 
 
 def _layout_text(layout: dict, cp_in_data: bool = False) -> str:
@@ -41,14 +42,25 @@ def payload(result, commands: list[str], header: dict, details=None) -> dict:
                         for i, (p, cmd) in enumerate(zip(result.best, commands))]}
 
 
+def _in_units(rule: str, capacity_bytes: float, units: UnitSystem) -> str:
+    """A rejection's rule with the memory limit in ``units`` (the search names it in GiB, as --json keeps it)."""
+    from costmodel.solve.plan import memory_rule
+
+    for band in (False, True):
+        if rule == memory_rule(capacity_bytes, band=band):
+            return memory_rule(capacity_bytes, band=band, units=units)
+    return rule
+
+
 def _phase_mark(phase: str) -> str:
     """A verdict's note where the peak is not in forward-backward: ' (step)', ' (sync)'."""
     return {"optimizer step": " (step)", "gradient sync": " (sync)"}.get(phase, "")
 
 
 def plan(result, commands: list[str], header: dict, *, reason: str | None, as_json: bool, details=None,
-         cp_in_data: bool = False) -> None:
-    """The best layouts as a table (or JSON); ``cp_in_data``: the framework shards over the CP ranks too."""
+         cp_in_data: bool = False, units: UnitSystem = UnitSystem.si) -> None:
+    """The best layouts as a table (or JSON: bytes); ``cp_in_data``: the framework shards over the CP ranks too;
+    ``units``: memory in GB or GiB (--units)."""
     data = payload(result, commands, header, details)
     if as_json:
         emit_json({**data, "why": reason})
@@ -58,13 +70,13 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
               f"{header['global_tokens']:,} tokens per step (seq {header['seq']:,}); recipe {header['recipe']}, "
               f"framework {header['framework']}, {header['precision']}, {header['kernels']} kernels"
               + (" (Transformer Engine's casts)" if header["precision"] == "fp8" else ""))
-    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", ">GiB", "memory", ">step s", ">range s",
-              ">bubble", ">exposed s", "layout")
+    t = table("Best layouts (predicted)", ">#", ">tokens/s", ">MFU", f">memory ({in_unit(0, units)[1]})", "verdict",
+              ">step s", ">range s", ">bubble", ">exposed s", "layout")
     for row in data["layouts"]:
         memory = (VERDICTS[row["memory_verdict"]]
                   + _phase_mark(row["peak_phase"])) if "memory_verdict" in row else ""
         t.add_row(str(row["rank"]), f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}",
-                  f"{row['memory_bytes'] / 2**30:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
+                  f"{in_unit(row['memory_bytes'], units)[0]:,.1f}", memory, f"{row['step_s']:.3f}", _range(row),
                   f"{row['bubble_fraction']:.1%}", f"{row['exposed_comm_s']:.3f}", _layout_text(row["layout"], cp_in_data))
     out.print(t)
     if any(row.get("memory_verdict") == "tight" for row in data["layouts"]):
@@ -72,7 +84,8 @@ def plan(result, commands: list[str], header: dict, *, reason: str | None, as_js
                   "--memory sure keeps only the layouts that fit at its high end")
     if reason:
         out.print(reason)
-    rejected = "; ".join(f"{count:,} by {why}" for why, count in result.rejected.items())
+    rejected = "; ".join(f"{count:,} by {_in_units(why, result.capacity_bytes, units)}"
+                         for why, count in result.rejected.items())
     out.print(f"Considered {result.considered:,} layouts: rejected {rejected}; {result.feasible:,} feasible; "
               f"{result.seconds:.2f} s ({result.considered / max(result.seconds, 1e-9):,.0f} layouts/s).")
     out.print(f"DP/FSDP traffic hidden behind backward or not: {header['data_overlap_source']}")

@@ -25,6 +25,7 @@ from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
 from costmodel.record import record
 from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
+from costmodel.units import UnitSystem, in_unit
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)
 #: the ZeRO stages the exact accounting searches; a framework's own are its profile's zero_stages
@@ -101,8 +102,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     capacity = (hardware.hbm.usable_bytes or hardware.hbm.capacity_bytes) * (1 - headroom) - outside
     if memory == "sure" and framework is not None:  # the band's high end, reserved / (1 + error_low), must fit too
         capacity *= 1 + framework.error_low
-    over = f"memory (over {capacity / 2**30:,.1f} GiB" + (", the band's high end over the HBM" if memory == "sure"
-                                                         and framework is not None else "") + ")"
+    over = memory_rule(capacity, band=memory == "sure" and framework is not None)
     rejected = {"layout rules (divisibility, stages)": 0, over: 0}
     found, considered, feasible, cloud = [], 0, 0, []
     tp, pp, cp, dp, fsdp, mbs, steps, ep, mx, my, order = rows.T
@@ -233,13 +233,20 @@ WHY_PARTS = {"matmul_s": "matmul time", "attention_s": "flash attention kernels"
              "data_exposed_s": "exposed data-axis traffic", "optimizer_s": "the optimizer step"}
 
 
-def why(first: Planned, second: Planned) -> str:
-    """The part of the step that differs most between the best two layouts, in one line."""
+def memory_rule(capacity_bytes: float, *, band: bool, units: UnitSystem = UnitSystem.iec) -> str:
+    """The memory rule as a rejection names it: the plan's --json keys say GiB whatever --units; ``band``: the high end
+    of the framework's band must fit too (--memory sure)."""
+    value, unit = in_unit(capacity_bytes, units)
+    return f"memory (over {value:,.1f} {unit}" + (", the band's high end over the HBM" if band else "") + ")"
+
+
+def why(first: Planned, second: Planned, units: UnitSystem = UnitSystem.iec) -> str:
+    """The part of the step that differs most between the best two layouts, in one line (memory in ``units``)."""
     if abs(second.step_s - first.step_s) <= 1e-9 * first.step_s:
+        a, b = (f"{value:,.1f} {unit}" for value, unit in (in_unit(p.memory_bytes, units) for p in (first, second)))
         if first.memory_bytes == second.memory_bytes:
-            return f"#1 and #2 tie on step time and on memory ({first.memory_bytes / 2**30:,.1f} GiB)"
-        a, b = (f"{p.memory_bytes / 2**30:,.1f} GiB" for p in (first, second))
-        if a == b:  # closer than 0.1 GiB: the bytes say which
+            return f"#1 and #2 tie on step time and on memory ({a})"
+        if a == b:  # closer than 0.1 GB or GiB: the bytes say which
             a, b = (f"{p.memory_bytes:,.0f} B" for p in (first, second))
         return f"#1 and #2 tie on step time; #1 needs less memory ({a} against {b})"
     gaps = {k: second.parts[k] - first.parts[k] for k in WHY_PARTS}
