@@ -40,3 +40,20 @@ def test_plan_rows_name_the_bubble_as_the_cli_does():
     rows = api.plan("llama3-8b", "h100-sxm", gpus=8, global_batch=65536, seq=8192, top=2)
     first = rows[0] if isinstance(rows, list) else rows.iloc[0].to_dict()
     assert "bubble_fraction" in first and "seq" in first
+
+
+def test_a_step_formula_names_every_letter_and_function_it_uses():
+    """The step time in letters: every letter has a meaning and a value, and every opaque function (NCCL's tuner)
+    a meaning naming its collective; at the layout it is the numeric step time."""
+    import sympy as sp
+
+    g = api.formula("llama3-8b", hardware="h100-sxm", fsdp=8, tokens=8192)
+    t = g.cost.step.step_s
+    letters = g.legend(t)
+    assert {str(s) for s in t.free_symbols} == set(letters) and all(meaning for meaning, _ in letters.values())
+    used = {type(f).__name__ for f in t.atoms(sp.Function) if type(f).__name__.startswith("t_NCCL")}
+    functions = g.functions(t)
+    assert used == set(functions) == {"t_NCCL_all_gather", "t_NCCL_reduce_scatter"}
+    assert "one all-gather" in functions["t_NCCL_all_gather"] and "reduce-scatter" in functions["t_NCCL_reduce_scatter"]
+    assert g.at(t) == pytest.approx(api.cost("llama3-8b", hardware="h100-sxm", fsdp=8, tokens=8192).step.step_s,
+                                    rel=1e-9)

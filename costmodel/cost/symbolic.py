@@ -57,6 +57,25 @@ class Formula:
         used = set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set(self.values)
         return {str(s): (MEANINGS.get(str(s), ""), self.values[s]) for s in sorted(used, key=str) if s in self.values}
 
+    @staticmethod
+    def functions(*exprs) -> dict:
+        """Function name -> what it stands for, for the opaque functions the expressions use: NCCL's tuner's time
+        (cost/nccl.py nccl_seconds), which becomes a number once its arguments are."""
+        found = set().union(*(sp.sympify(e).atoms(sp.Function) for e in exprs))
+        return {name: _nccl_meaning(name) for name in sorted({type(f).__name__ for f in found})
+                if name.startswith("t_NCCL_")}
+
+
+def _nccl_meaning(name: str) -> str:
+    """What t_NCCL_<op>[_<algorithm>][_fitted](S, N, g) stands for."""
+    rest, fitted = name.removeprefix("t_NCCL_"), name.endswith("_fitted")
+    rest = rest.removesuffix("_fitted")
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")
+    op = max((o for o in ops if rest.startswith(o)), key=len, default=rest)
+    algorithm = rest[len(op) + 1:] or "the algorithm and protocol NCCL's tuner picks"
+    return (f"seconds of one {op.replace('_', '-')} of an S-byte buffer (nccl-tests' size) over N nodes of g GPUs, by NCCL's tuning "
+            f"model ({algorithm}){' with the spec calibration' if fitted else ''}: a number once S, N, g are")
+
 
 def symbol(name: str):
     """The symbol of a letter, with the assumptions the shape and point give it."""
