@@ -112,6 +112,20 @@ def test_comm_json():
     assert out["total_seconds"] == pytest.approx(sum(c["seconds"] for c in out["collectives"]))
 
 
+@pytest.mark.parametrize("axis", ["--tp", "--pp", "--cp"])
+def test_comm_without_tokens_leaves_out_what_moves_nothing_and_says_so(axis):
+    """--tokens 0 (the default): the activations' collectives are empty buffers, no calls (no latency either, as the
+    array path prices them); the FSDP rows stay; the text says why the axis has no rows."""
+    args = ("--model", "llama3-8b", "--hardware", "h100-sxm", "--fsdp", "4", axis, "2")
+    out = run_json("comm", *args)
+    assert out["collectives"] and all(c["buffer_bytes_per_call"] > 0 for c in out["collectives"])
+    text = " ".join(runner.invoke(app, ["comm", *args]).output.split())
+    assert f"the activations' collectives ({axis[2:].upper()}) move nothing and are left out" in text
+    sized = run_json("comm", *args, "--tokens", "8192")
+    rows = [sum(c["axis"] == axis[2:] for c in found["collectives"]) for found in (out, sized)]
+    assert rows[1] > rows[0]  # CP's gradient all-reduce carries weights, with tokens or without
+
+
 def test_catalogs():
     names = {m["name"]: m["params"] for m in run_json("models")["models"]}
     assert names["llama3-8b"] == 8_030_261_248  # Meta's release / Hugging Face model card

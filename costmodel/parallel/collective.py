@@ -75,8 +75,9 @@ def present(degree) -> bool:
 
 
 def listed(collectives: list[Collective]) -> list[Collective]:
-    """Drop the rows whose call count is the literal 0 (a stage that does not issue them)."""
-    return [c for c in collectives if not _literal(c.calls, 0)]
+    """Drop the rows whose call count is the literal 0 (a stage that does not issue them) or whose buffer is (no
+    tokens: activations' collectives move nothing, and an empty buffer is no call; arrays price it at 0 s)."""
+    return [c for c in collectives if not (_literal(c.calls, 0) or _literal(c.buffer_bytes, 0))]
 
 
 def _literal(value, literal) -> bool:

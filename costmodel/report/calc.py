@@ -115,7 +115,11 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
                   format_bytes(c.buffer_bytes, units), format_bytes(c.bytes_sent, units),
                   r.level, f"{r.seconds * 1e3:,.3f}")
     out.print(t)
-    if not rows:
+    idle = [name for name in ("tp", "cp", "pp", "ep") if getattr(layout, name) > 1] if not layout.tokens else []
+    if idle:
+        out.print(f"No tokens (--tokens 0, the default): the activations' collectives ({', '.join(idle).upper()}) move "
+                  "nothing and are left out; give --tokens to price them.")
+    elif not rows:
         out.print("No collectives: every axis has degree 1.")
     out.print(f"Total sent per device: {format_bytes(payload['total_bytes_sent'], units)}; "
               f"time {payload['total_seconds'] * 1e3:,.3f} ms ({CONVENTION}).")
