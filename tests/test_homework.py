@@ -122,6 +122,38 @@ def test_bubble_keys_equal_the_commands():
             assert memory["stages"][0]["activation_bytes"] == b[f"activations_{schedule}"], (seed, schedule)
 
 
+def test_bubble_keys_in_flight_formulas_give_their_numbers():
+    """Each schedule's in-flight formula, evaluated at the seed's p, m (v = 2), is the count the key prints: the
+    interleaved one is capped at the m v chunks there are (p = m = 4: min(11, 8) / 2 = 4, not 4 x 1.375)."""
+    import re
+
+    from costmodel.homework import bubble
+
+    for seed in (0, 2, 15, *range(3, 12)):
+        p, m, v = bubble.params(seed)["stages"], bubble.params(seed)["microbatches"], 2
+        by_hand = {"m (every forward first)": m, "min(p, m)": min(p, m), "min(p v + p - 1, m v) / v": min(p * v + p - 1,
+                                                                                                         m * v) / v}
+        (b,) = [part for part in problem("bubble", seed).parts if part.label == "(b)"]
+        for line in b.answer:
+            schedule, formula, count = re.match(r"(\S+): (.+?) = ([\d.]+) micro-batches", line).groups()
+            assert by_hand[formula] == float(count), (seed, schedule, formula)
+
+
+def test_tpu_batch_poses_mappings_a_slice_has():
+    """Every group's chips fit the torus axes it is given (v5p's 16 x 20 x 28: a 28-chip axis holds 16 of a power of
+    two), the groups take different axes, and pure FSDP gets the fewest axes that hold all the chips."""
+    from costmodel.homework import tpu_batch
+
+    shapes = {"tpu-v5p": [16, 16, 16], "tpu-v4": [16, 16, 16]}  # powers of two each axis holds, by hand
+    for seed in range(60):
+        p = tpu_batch.params(seed)
+        cap = shapes[p["hardware"]]
+        assert p["mx"] + p["my"] <= 3 and p["fsdp"] <= 16 ** p["mx"] and p["tp"] <= 16 ** p["my"], (seed, p)
+        assert 16 ** (p["mx_all"] - 1) < p["fsdp"] * p["tp"] <= 16 ** p["mx_all"] <= 16 ** len(cap), (seed, p)
+    text = " ".join(" ".join(part.question for part in problem("tpu-batch", seed).parts) for seed in range(12))
+    assert "1 torus axes" not in text
+
+
 @pytest.mark.slow
 def test_tpu_batch_keys_equal_the_commands():
     from costmodel.homework import tpu_batch
@@ -129,7 +161,8 @@ def test_tpu_batch_keys_equal_the_commands():
     for seed in VARIANTS:
         (a, _, c), p = [part.values for part in problem("tpu-batch", seed).parts], tpu_batch.params(seed)
         common = ["--model", p["model"], "--hardware", p["hardware"], "--mx", p["mx"], "--my", p["my"]]
-        assert cli_batch(*common, "--fsdp", p["fsdp"] * p["tp"], "--tp", 1) == a["per_device_batch"], seed
+        pure = ["--model", p["model"], "--hardware", p["hardware"], "--mx", p["mx_all"], "--my", p["my"]]
+        assert cli_batch(*pure, "--fsdp", p["fsdp"] * p["tp"], "--tp", 1) == a["per_device_batch"], seed
         for overlap, key in (("sum", "per_device_batch"), ("max", "per_device_batch_max")):
             mixed = cli_batch(*common, "--fsdp", p["fsdp"], "--tp", p["tp"], "--overlap", overlap)
             assert mixed == c[key], (seed, overlap)

@@ -49,7 +49,7 @@ def problem(seed: int) -> Homework:
              "v = 2 model chunks per device, and ZB-H1?",
              [f"{s}: {formulas[s]} = {rows[s][0]:.4f}" for s, _ in SCHEDULES],
              {f"bubble_{s}": rows[s][0] for s, _ in SCHEDULES})
-    held = {"gpipe": "m (every forward first)", "1f1b": "min(p, m)", "interleaved": "min(p, m) (1 + (p - 1)/(p v))",
+    held = {"gpipe": "m (every forward first)", "1f1b": "min(p, m)", "interleaved": "min(p v + p - 1, m v) / v",
             "zb-h1": "min(p, m)"}
     b = Part("(b)", "How many micro-batches' activations does the first stage hold at its peak under each "
              "schedule, and how many bytes is that (under torch.autocast: bf16 matmuls, an fp32 residual stream and fp32 "

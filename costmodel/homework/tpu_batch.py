@@ -6,6 +6,7 @@ The key is `cost4d solve batch --model M --hardware H --fsdp X --tp Y --mx --my 
 
 from __future__ import annotations
 
+import math
 import random
 
 from costmodel.homework import Homework, Part, derivation_lines
@@ -17,14 +18,34 @@ TPUS = ("tpu-v5p", "tpu-v4")
 
 
 def params(seed: int) -> dict:
+    """The problem's numbers: X FSDP x Y TP chips over M_X and M_Y torus axes that a slice of the TPU has (each
+    group's chips fit in the largest axes it spans, which it shares with no other), and M_X' (``mx_all``) for pure
+    FSDP over all X Y chips: the fewest axes that hold them."""
     if seed == 0:  # the chapter's worked example: LLaMA-3 70B on v5p
-        return dict(model="llama3-70b", hardware="tpu-v5p", fsdp=64, tp=4, mx=2, my=1)
+        return dict(model="llama3-70b", hardware="tpu-v5p", fsdp=64, tp=4, mx=2, my=1, mx_all=2)
     rng = random.Random(seed)
-    mx = rng.choice((1, 2))
-    model, hardware, fsdp, tp = rng.choice(MODELS), rng.choice(TPUS), rng.choice((16, 32, 64, 128, 256)), rng.choice(
-        (2, 4, 8, 16))
-    my = rng.choice((1, 2)) if mx == 1 and tp >= 4 else 1  # two torus axes need 2 chips or more along each
-    return dict(model=model, hardware=hardware, fsdp=fsdp, tp=tp, mx=mx, my=my)
+    while True:
+        mx = rng.choice((1, 2))
+        model, hardware, fsdp, tp = rng.choice(MODELS), rng.choice(TPUS), rng.choice((16, 32, 64, 128, 256)), rng.choice(
+            (2, 4, 8, 16))
+        my = rng.choice((1, 2)) if mx == 1 and tp >= 4 else 1  # two torus axes need 2 chips or more along each
+        axes = torus_axes(hardware)
+        everything = next((m for m in range(1, len(axes) + 1) if holds(fsdp * tp, axes[:m])), None)
+        if mx + my <= len(axes) and holds(fsdp, axes[:mx]) and holds(tp, axes[mx:mx + my]) and everything:
+            return dict(model=model, hardware=hardware, fsdp=fsdp, tp=tp, mx=mx, my=my, mx_all=everything)
+
+
+def torus_axes(hardware: str) -> list[int]:
+    """The TPU's largest slice's axes, longest first (its ICI level's max_shape)."""
+    from costmodel.specs.load import load_hardware
+
+    return sorted(next(level.max_shape for level in load_hardware(hardware).network if level.max_shape), reverse=True)
+
+
+def holds(chips: int, axes: list[int]) -> bool:
+    """Whether ``axes`` hold a power of two of ``chips``: the product of the longest power-of-two run each axis
+    has is at least that (a 28-chip axis holds 16 of them)."""
+    return bool(axes) and chips <= math.prod(1 << (a.bit_length() - 1) for a in axes)
 
 
 def answers(p: dict) -> dict:
@@ -37,7 +58,8 @@ def answers(p: dict) -> dict:
     out = {}
     for key, fsdp, tp, overlap in (("sum", p["fsdp"], p["tp"], "sum"), ("max", p["fsdp"], p["tp"], "max"),
                                    ("fsdp", p["fsdp"] * p["tp"], 1, "sum"), ("tp", 1, p["tp"], "sum")):
-        out[key] = solve_batch(batch_problem(model, hardware, fsdp=fsdp, tp=tp, mx=p["mx"], my=p["my"],
+        mx = p["mx_all"] if key == "fsdp" else p["mx"]
+        out[key] = solve_batch(batch_problem(model, hardware, fsdp=fsdp, tp=tp, mx=mx, my=p["my"],
                                              overlap=overlap, pass_="forward"))
     return out
 
@@ -55,7 +77,8 @@ def problem(seed: int) -> Homework:
              f"C = {q.peak_flops:.3g} FLOP/s and W_ici = {q.bandwidth:.3g} B/s per torus axis. Count the MLP's "
              "matmuls of the forward pass only, in bf16, the Scaling Book's way (ring factor dropped).")
     n = p["fsdp"] * p["tp"]
-    a = Part("(a)", f"Pure FSDP over all N = {n} chips, spread over M_X = {p['mx']} torus axes: above which batch "
+    a = Part("(a)", f"Pure FSDP over all N = {n} chips, spread over M_X = {p['mx_all']} torus "
+             f"{'axis' if p['mx_all'] == 1 else 'axes'}: above which batch "
              "per chip is it compute-bound?",
              [f"B/N > alpha / M_X = {found['fsdp'].per_device_batch:,.1f} tokens per chip, B = "
               f"{found['fsdp'].global_batch:,.0f}"],
