@@ -126,6 +126,17 @@ def test_comm_without_tokens_leaves_out_what_moves_nothing_and_says_so(axis):
     assert rows[1] > rows[0]  # CP's gradient all-reduce carries weights, with tokens or without
 
 
+@pytest.mark.parametrize("ep", ["8", "2"])
+def test_comm_symbolic_lists_the_rows_the_table_lists(ep):
+    """--symbolic's formulas are the table's rows: expert-data traffic, 0 where E_p = R, is in neither."""
+    out = run_json("comm", "--model", "mixtral-8x7b", "--hardware", "h100-sxm", "--dp", "8", "--ep", ep,
+                   "--tokens", "4096", "--symbolic")
+    table = [(c["op"], c["axis"], c["purpose"], c["phase"]) for c in out["collectives"]]
+    formulas = [(c["op"], c["axis"], c["purpose"], c["phase"]) for c in out["symbolic"]["collectives"]]
+    assert sorted(formulas) == sorted(table)
+    assert ("expert-data" in {c[1] for c in table}) is (ep == "2")
+
+
 def test_catalogs():
     names = {m["name"]: m["params"] for m in run_json("models")["models"]}
     assert names["llama3-8b"] == 8_030_261_248  # Meta's release / Hugging Face model card

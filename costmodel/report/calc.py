@@ -130,7 +130,9 @@ def comm_symbolic(formula) -> dict:
     from costmodel.cost import symbolic as sy
 
     rows = [getattr(r, "collective", r) for r in formula.cost.collectives]
+    # the rows the table lists: a formula that is 0 at this layout (expert-data traffic where E_p = R) is no call
+    evaluated = [(c, formula.at(c.bytes_sent)) for c in rows]
     return {"collectives": [
         {"op": c.op, "axis": c.axis, "purpose": c.purpose, "phase": c.phase,
-         "bytes_sent": sy.text(sy.sp.factor(c.bytes_sent)), "bytes_sent_evaluated": number(formula.at(c.bytes_sent))}
-        for c in rows]}
+         "bytes_sent": sy.text(sy.sp.factor(c.bytes_sent)), "bytes_sent_evaluated": number(value)}
+        for c, value in evaluated if value]}
