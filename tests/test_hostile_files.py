@@ -375,3 +375,14 @@ def test_random_bytes_keep_the_contract(tmp_path_factory, data, suffix):
     outcome = run(validate(path) if suffix == ".out" else hardware(path))
     assert_kept_contract(outcome)
     assert outcome.code == 2, str(outcome)
+
+
+@pytest.mark.parametrize("flag", ["--model", "--hardware"])
+def test_a_spec_file_without_its_extension_is_named_as_a_file(tmp_path, monkeypatch, flag):
+    """A file named without .toml/.json or a / is not read as a spec: the refusal says it is a file and how to
+    name it, not which built-in names are closest."""
+    monkeypatch.chdir(tmp_path)
+    Path("mine.txt").write_text('kind = "ffn"\n')
+    args = ["step", "--model", "xxl", "--hardware", "h100-sxm", "--tokens", "8"]
+    args[args.index(flag) + 1] = "mine.txt"
+    assert_refused(run(args), "'mine.txt': that is a file", "'./mine.txt'")

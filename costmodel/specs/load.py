@@ -46,9 +46,19 @@ def unknown(kind: str, name: str, known: list[str]) -> CostModelError:
     if len(name) > NAME or not name.isprintable():
         return CostModelError(f"unknown {kind} {shown(name)}: names are at most {NAME} printable characters "
                               f"(all: {', '.join(sorted(known))})")
+    if _is_file(name):
+        return CostModelError(f"unknown {kind} {shown(name)}: that is a file, and a spec file is named by a path "
+                              f"ending in .toml or .json, or holding a / ({shown('./' + name)})")
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.0)
     return CostModelError(f"unknown {kind} {shown(name)}; closest: {', '.join(close)} "
                           f"(all: {', '.join(sorted(known))})")
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # a name no file can have (a NUL byte, too long)
+        return False
 
 
 def read_file(path: Path) -> dict:
