@@ -42,11 +42,11 @@ def step(model, recipe, layout, hardware, **options):
     return evaluate_layout(model, recipe, layout, hardware, **options).step
 
 
-def layer_bytes_per_token(model, act_bytes, layout):
+def layer_bytes_per_token(model, act_bytes, layout, fused_swiglu: bool = False):
     """One layer keeping everything (less the attention core under selective recompute), per token."""
     return Shape.of(model).layer_activation_bytes_per_token(
         act_bytes=act_bytes, tp=layout.tp, sp=layout.sp, selective=layout.recompute == "selective",
-        flash=layout.flash, norm_stats=layout.norm_stats, eager=layout.eager)
+        flash=layout.flash, norm_stats=layout.norm_stats, eager=layout.eager, fused_swiglu=fused_swiglu)
 
 
 def input_bytes_per_token(model, act_bytes, layout):

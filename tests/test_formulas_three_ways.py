@@ -23,6 +23,7 @@ STRUCTURE = {
     "schedule": ["gpipe", "1f1b", "interleaved", "zb-h1"], "overlap": ["sum", "max"], "sp": [False, True],
     "input_requires_grad": [False, True], "activation": ["none", "relu", "gelu", "silu"],
     "op": list(comms.MODELLED), "shared_gate": [False, True], "q_latent": [False, True], "upcast": [False, True],
+    "fused_swiglu": [False, True],
 }
 
 

@@ -117,6 +117,25 @@ def test_saved_bytes_match_formula(flash, recompute, use_reentrant, kind):
     assert kept == TOKENS * per_token, {k: v / TOKENS for k, v in parts.items()}  # per token, by storage
 
 
+@pytest.mark.parametrize("flash", [True, False], ids=["flash", "math"])
+def test_fused_swiglu_saves_its_input_only(flash):
+    """Megatron-core's SwiGLUFunction (bias_activation_fusion) keeps [gate | up] and recomputes SiLU: the layer
+    saves b_a F per token less than torch's silu(gate) * up, which keeps SiLU(gate) too (the megatron profile's
+    fused_swiglu); both blocks compute the same output and input gradient."""
+    torch_block, x, cos, sin = block_and_inputs(flash)
+    fused = LlamaBlock(H, FFN, HEADS, KV_HEADS, HEAD_DIM, flash=flash, swiglu="fused").to(torch.bfloat16)
+    fused.load_state_dict({**torch_block.state_dict(), "fc1": torch.cat((torch_block.gate.weight,
+                                                                         torch_block.up.weight)).detach()})
+    kept_torch, _, out_torch = measure(torch_block, x, cos, sin)
+    kept, parts, out = measure(fused, x, cos, sin)
+    assert torch.equal(out, out_torch)
+    assert kept == TOKENS * costs.layer_bytes_per_token(spec(), ACT_BYTES, Layout(flash=flash), fused_swiglu=True), \
+        {k: v / TOKENS for k, v in parts.items()}
+    assert kept_torch - kept == TOKENS * ACT_BYTES * FFN
+    grads = [torch.autograd.grad(o.float().sum(), x)[0] for o in (out_torch, out)]
+    assert torch.allclose(grads[0].float(), grads[1].float(), atol=2e-2, rtol=2e-2)
+
+
 def test_eager_attention_saves_what_the_formula_counts():
     """Hugging Face's eager attention (K, V repeated to all heads, fp32 softmax cast back), measured:
     equal to the formula with --attention eager, and more than grouped math attention by

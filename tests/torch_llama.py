@@ -64,17 +64,36 @@ def apply_rope(x, cos, sin):
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
+class SwiGLUFunction(torch.autograd.Function):
+    """SwiGLU over [gate | up] that saves its input only and recomputes SiLU in backward, as Megatron-core's
+    core/fusions/fused_bias_swiglu.py SwiGLUFunction (bias_activation_fusion) does."""
+
+    @staticmethod
+    def forward(ctx, y):
+        ctx.save_for_backward(y)
+        gate, up = torch.chunk(y, 2, -1)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        gate, up = torch.chunk(y, 2, -1)
+        sig = torch.sigmoid(gate)
+        return torch.cat((grad * sig * (1 + gate * (1 - sig)) * up, grad * F.silu(gate)), -1)
+
+
 class LlamaBlock(nn.Module):
     """x + o(attn(rope(q, k, v)(norm1(x)))), then + down(silu(gate(.)) * up(.)) of norm2; no biases.
 
     ``block="parallel"``: x + attn(norm1(x)) + mlp(norm1(x)), one norm (GPT-J, PaLM);
-    ``"parallel-two-norms"``: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)."""
+    ``"parallel-two-norms"``: x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX). ``swiglu="fused"``: the gate and up
+    projections as one [gate | up] output through :class:`SwiGLUFunction` (Megatron-core's MLP)."""
 
     def __init__(self, hidden, ffn_hidden, heads, kv_heads, head_dim, flash: bool, gqa: str = "grouped",
-                 block: str = "sequential"):
+                 block: str = "sequential", swiglu: str = "torch"):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim, self.flash, self.gqa = heads, kv_heads, head_dim, flash, gqa
-        self.block = block
+        self.block, self.swiglu = block, swiglu
         self.norm1 = nn.Parameter(torch.ones(hidden))
         self.norm2 = None if block == "parallel" else nn.Parameter(torch.ones(hidden))
         self.q = nn.Linear(hidden, heads * head_dim, bias=False)
@@ -84,6 +103,8 @@ class LlamaBlock(nn.Module):
         self.gate = nn.Linear(hidden, ffn_hidden, bias=False)
         self.up = nn.Linear(hidden, ffn_hidden, bias=False)
         self.down = nn.Linear(ffn_hidden, hidden, bias=False)
+        if swiglu == "fused":  # one [gate | up] weight, as Megatron-core's linear_fc1 (gate and up take no part)
+            self.fc1 = nn.Parameter(torch.cat((self.gate.weight, self.up.weight)).detach())
 
     def forward(self, x, cos, sin, trace: dict | None = None):
         """``trace``, when given, receives the named intermediates (to say which storage is which)."""
@@ -93,6 +114,10 @@ class LlamaBlock(nn.Module):
             n2 = t["norm1_out"]
         else:
             t["norm2_out"] = n2 = rms_norm(h1 if self.block == "sequential" else x, self.norm2)
+        if self.swiglu == "fused":  # Megatron-core's linear_fc1 gives [gate | up] in one tensor
+            t["fc1_out"] = y = F.linear(n2, self.fc1)
+            t["prod"] = p = SwiGLUFunction.apply(y)
+            return h1 + self.down(p)
         t["gate"], t["up"] = g, u = self.gate(n2), self.up(n2)
         t["silu"] = a = F.silu(g)
         t["prod"] = p = a * u

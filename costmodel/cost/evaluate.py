@@ -103,7 +103,8 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                   shape.width, shape.layers)
     valid = True
     if framework is not None:  # how the framework reduces gradients (its ZeRO-1 may all-reduce; over data x CP)
-        point = replace(point, zero1_reduce=framework.zero1_reduce, cp_in_data=framework.cp_in_data)
+        point = replace(point, zero1_reduce=framework.zero1_reduce, cp_in_data=framework.cp_in_data,
+                        fused_swiglu=framework.fused_swiglu)
     if kind == "number":
         checks.check(shape, point, hardware, recipe)
     elif kind == "numpy":

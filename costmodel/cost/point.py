@@ -56,6 +56,7 @@ class Point:
     reshard_after_forward: bool = True
     zero1_reduce: str = "reduce-scatter"  # ZeRO-1's gradient reduction (a framework's: nanotron all-reduces)
     cp_in_data: bool = False  # the data axis shards and reduces over its ranks and the CP ranks together (a framework's)
+    fused_swiglu: bool = False  # SwiGLU saves its input only, SiLU recomputed in backward (a framework's: Megatron-core)
     moe_imbalance: float = 1.0  # the busiest EP rank's routed tokens / the even share (dropless)
     placement: str = DEFAULT_PLACEMENT  # GPUs: the order the axes fill the network, innermost first
     document: int | None = None  # tokens per document when attention is masked to documents (None: the sequence)
@@ -64,7 +65,7 @@ class Point:
     def of(cls, layout) -> "Point":
         """The point of one validated :class:`~costmodel.specs.layout.Layout`."""
         values = {f.name: getattr(layout, f.name) for f in fields(cls)
-                  if f.name not in ("microbatches", "split", "zero1_reduce", "cp_in_data", "cp_kind")}
+                  if f.name not in ("microbatches", "split", "zero1_reduce", "cp_in_data", "cp_kind", "fused_swiglu")}
         return cls(microbatches=layout.m, split=layout.split or "even", cp_kind=layout.cp_kind or "ring", **values)
 
     def symbolic(self) -> "Point":

@@ -18,13 +18,15 @@ class Activations:
 
     def layer_activation_bytes_per_token(self, *, act_bytes, tp, sp: bool, selective: bool, flash: bool,
                                          norm_stats: bool, eager: bool = False, dense: bool = False,
-                                         routed_factor=1, etp=None, autocast: bool = False, residual_bytes=None):
+                                         routed_factor=1, etp=None, autocast: bool = False, residual_bytes=None,
+                                         fused_swiglu: bool = False):
         """One layer keeping everything (less the attention core under selective recompute), per token.
 
         An MoE layer (unless ``dense``): its shared experts in place of the MLP, plus the routed experts'
         tensors on the busiest device (``routed_factor``: capacity factor or load imbalance). Under
         ``autocast`` the norms save ``residual_bytes`` inputs and each matmul reading a norm output saves
-        its own cast copy (:meth:`norm_output_copies`)."""
+        its own cast copy (:meth:`norm_output_copies`). ``fused_swiglu``: SwiGLU saves its input only
+        (formulas/activations.mlp_hidden_bytes_per_token)."""
         if not self.attention:
             return act_bytes * mem.ffn_activation_elements_per_token(
                 d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated, activation=self.activation,
@@ -39,11 +41,11 @@ class Activations:
         mlp_width = self.shared_width if moe else self.mlp_width
         if self.mla:
             inside, latents = self.mla_layer_activation_bytes_per_token(act_bytes=act_bytes, mlp_width=mlp_width,
-                                                                         norm_stat_bytes=stats)
+                                                                         norm_stat_bytes=stats, fused_swiglu=fused_swiglu)
             outside = outside + latents
         else:
             inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=mlp_width, act_bytes=act_bytes,
-                                                  gated=self.gated)
+                                                  gated=self.gated, fused_swiglu=fused_swiglu)
             if self.fused and flash:  # V is a view of the fused QKV output, which flash keeps alive whole
                 inside = inside + ac.fused_qkv_view_bytes_per_token(heads=self.heads, kv_heads=self.kv_heads,
                                                                     head_dim=self.head_dim, act_bytes=act_bytes)
@@ -55,7 +57,7 @@ class Activations:
         if not moe:
             return out
         return self.moe_layer_activation_bytes_per_token(out, act_bytes=act_bytes, tp=tp, sp=sp,
-                                                         routed_factor=routed_factor, etp=etp)
+                                                         routed_factor=routed_factor, etp=etp, fused_swiglu=fused_swiglu)
 
     def norm_output_copies(self, autocast: bool, dense: bool = False) -> tuple[int, int]:
         """(copies of the attention norm's output, of the MLP norm's) that matmuls save. In low precision

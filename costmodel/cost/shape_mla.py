@@ -62,13 +62,15 @@ class LatentAttention:
         return fl.mla_attention_score_flops_per_token(seq_len=seq_len, heads=self.heads, qk_head_dim=self.head_dim,
                                                       v_head_dim=self.v_head_dim)
 
-    def mla_layer_activation_bytes_per_token(self, *, act_bytes, mlp_width, norm_stat_bytes) -> tuple:
+    def mla_layer_activation_bytes_per_token(self, *, act_bytes, mlp_width, norm_stat_bytes,
+                                             fused_swiglu: bool = False) -> tuple:
         """(inside the TP region, outside it) per token: MLA's attention tensors with the MLP's (from the
         GQA formula with no heads) inside; its latents outside."""
         inside = ac.mla_attention_bytes_per_token(heads=self.heads, qk_head_dim=self.head_dim,
                                                   v_head_dim=self.v_head_dim, act_bytes=act_bytes)
         inside = inside + ac.inside_tp_bytes_per_token(hidden=self.width, heads=0, kv_heads=0, head_dim=0,
-                                                       ffn_hidden=mlp_width, act_bytes=act_bytes, gated=self.gated)
+                                                       ffn_hidden=mlp_width, act_bytes=act_bytes, gated=self.gated,
+                                                       fused_swiglu=fused_swiglu)
         latents = ac.mla_latent_bytes_per_token(q_lora_rank=self.q_rank, kv_lora_rank=self.kv_rank,
                                                 rope_head_dim=self.rope_dim, act_bytes=act_bytes,
                                                 norm_stat_bytes=norm_stat_bytes, q_latent=self.q_latent)

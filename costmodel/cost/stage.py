@@ -90,7 +90,7 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
     residual_bytes = recipe.master_bytes if autocast else act
     options = dict(act_bytes=act, tp=point.tp, sp=point.sp, selective=point.recompute == "selective",
                    flash=point.flash, norm_stats=point.norm_stats, eager=point.eager, autocast=autocast,
-                   residual_bytes=residual_bytes)
+                   residual_bytes=residual_bytes, fused_swiglu=point.fused_swiglu)
     if shape.moe:
         options.update(routed_factor=expert.routed_factor(shape, point), etp=expert.expert_tp(point))
     whole = shape.layer_activation_bytes_per_token(**{**options, "selective": False})

@@ -38,16 +38,28 @@ def outside_tp_bytes_per_token(*, hidden, act_bytes, dropout, norm_stat_bytes=0,
             + norms * norm_stat_bytes)
 
 
-def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated):
+def inside_tp_bytes_per_token(*, hidden, ffn_hidden, heads, kv_heads, head_dim, act_bytes, gated,
+                              fused_swiglu: bool = False):
     """Q, K, V, the output projection's input and the MLP hidden tensors (split over t).
 
     Attention: b_a d_h (a + 2 a_kv) for Q, K, V plus b_a a d_h for the projection input.
-    MLP: GeLU saves its input and the second matmul's input (2F); SwiGLU saves gate, up, SiLU(gate)
-    and their product (4F). GPT (a_kv = a, a d_h = h, F = 4h): 4h + 2h... = 24h bytes (Korthikanti).
+    MLP: :func:`mlp_hidden_bytes_per_token`. GPT (a_kv = a, a d_h = h, F = 4h): 4h + 2h... = 24h bytes (Korthikanti).
     """
     attention = act_bytes * head_dim * (heads + 2 * kv_heads) + act_bytes * heads * head_dim
-    mlp = act_bytes * ffn_hidden * (4 if gated else 2)
-    return attention + mlp
+    return attention + mlp_hidden_bytes_per_token(ffn_hidden=ffn_hidden, act_bytes=act_bytes, gated=gated,
+                                                  fused_swiglu=fused_swiglu)
+
+
+def mlp_hidden_bytes_per_token(*, ffn_hidden, act_bytes, gated, fused_swiglu: bool = False):
+    """The MLP's hidden tensors one token leaves saved: GeLU its input and the second matmul's input (2F);
+    SwiGLU in torch ops (SiLU(gate) * up) gate, up, SiLU(gate) and their product (4F); a fused SwiGLU that saves
+    its input only and recomputes SiLU in backward (``fused_swiglu``: Megatron-core's bias_swiglu_impl, taken where
+    bias_activation_fusion is set, as NeMo's Llama configs do) gate and up, and the product the second matmul saves
+    (3F). Source: NVIDIA/Megatron-LM core/fusions/fused_bias_swiglu.py SwiGLUFunction (save_for_backward(input));
+    measured in tests/test_torch_llama_activations.py.
+
+        b_a F (4 | 3 | 2)"""
+    return act_bytes * ffn_hidden * ((3 if fused_swiglu else 4) if gated else 2)
 
 
 def fused_qkv_view_bytes_per_token(*, heads, kv_heads, head_dim, act_bytes):
@@ -117,11 +129,12 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
     return (residual_bytes + act_bytes) * hidden + norm_stat_bytes + 4 * vocab / tp
 
 
-def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None):
+def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None,
+                                  fused_swiglu: bool = False):
     """What an MoE layer's routed experts save per token on the busiest device: for each of the
     k_e f token copies it receives (f: capacity factor, or the load imbalance), the copy and the
     expert's output (saved by the product with its routing weight) b_a 2 D, the weight b_a, and the
-    expert MLP's hidden tensors b_a 4 F_e / t (SwiGLU; GeLU 2 F_e / t); and for each of its own k_e
+    expert MLP's hidden tensors b_a 4 F_e / t (SwiGLU; fused: 3; GeLU 2: :func:`mlp_hidden_bytes_per_token`); and for each of its own k_e
     token copies, the two int64 indices that permute and unpermute it (16 k_e), and the router's int64
     top-k indices and their fp32 softmax (12 k_e): 28 k_e / t.
 
@@ -133,7 +146,8 @@ def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes
     """
     etp = tp if etp is None else etp
     copies = top_k * routed_factor * etp / tp
-    per_copy = act_bytes * (2 * hidden + 1) + act_bytes * (4 if gated else 2) * expert_ffn_hidden / etp
+    per_copy = act_bytes * (2 * hidden + 1) + mlp_hidden_bytes_per_token(
+        ffn_hidden=expert_ffn_hidden, act_bytes=act_bytes, gated=gated, fused_swiglu=fused_swiglu) / etp
     return copies * per_copy + 28 * top_k / tp
 
 

@@ -49,6 +49,10 @@ class Framework(Spec):
         "reduce-scatter", description="how ZeRO-1 reduces the gradients before its step: reduce-scatter to the "
         "shards (ZeRO's rule) or all-reduce the whole buffer")
     sp_gather_buffer: bool = field(False, description="a persistent buffer SP gathers layer inputs into")
+    fused_swiglu: bool = field(
+        False, description="SwiGLU as one autograd function that saves its input only and recomputes SiLU in backward "
+        "(Megatron-core's bias_swiglu_impl under bias_activation_fusion): b_a F per token and layer less than torch's "
+        "silu(gate) * up")
     pending_reduce_scatters: bool = field(
         False, description="without a pipeline, the host runs a step ahead of the GPU: every row-parallel "
         "linear's full-width reduce-scatter input stays reserved (SP, TP > 1)")
@@ -220,6 +224,9 @@ FRAMEWORKS: dict[str, Framework] = {
             "grads in contiguous buffers (collectives in place), in-place fp32 cross-entropy, TE's cached "
             "weight gradients, uniform stages",
             recipe="megatron", split="even", loss_upcast="in-place", sp_gather_buffer=True, wgrad_cache=True,
+            # NeMo's Llama configs set bias_activation_fusion = True: core/transformer/mlp.py then runs
+            # core/fusions/fused_bias_swiglu.py's SwiGLUFunction, which saves only its input
+            fused_swiglu=True,
             p2p_buffers=True, data_overlap="none", zero_stages=[1],
             in_hardware_fit=True,  # the DGXC recipes h100-sxm's step fraction is fitted on run NeMo on Megatron-core
             # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
