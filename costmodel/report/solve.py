@@ -18,7 +18,7 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
     payload = {
         "model": model.name, "hardware": hardware.name, "overlap": p.overlap, "pass": p.pass_,
         "per_device_batch": answer.per_device_batch, "global_batch": answer.global_batch,
-        "binding_term": answer.binding_term, "alpha": p.alpha,
+        "binding_term": answer.binding_term, "verdict": answer.verdict, "alpha": p.alpha,
         "inputs": {"X": p.fsdp, "Y": p.tp, "N": p.devices, "M_X": p.mx, "M_Y": p.my, "C": p.peak_flops,
                    "W": p.bandwidth, "W_Y": p.w_tp, "D": p.d_model, "F": p.d_ff},
     }
@@ -48,8 +48,11 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
         out.print(f"Model: {MLP_ONLY} (D = {p.d_model:,}, F = {p.d_ff:,})")
     a_y = "alpha" if p.tp_bandwidth is None else "alpha_Y"
     formula = (f"(alpha/(Y M_X)) / (1 - {a_y} Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")
-    out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
-              f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")
+    if answer.any_batch:
+        out.print(f"[bold]Compute-bound at any batch[/]: {answer.verdict.split(': ', 1)[1]} (B/N > {formula} = 0)")
+    else:
+        out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
+                  f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")
     if split is not None:
         out.print(f"Optimal split: X_opt = sqrt(B N M_X/(F M_Y)) = {split.x_opt:.2f}, B/N > "
                   f"{'4 ' if p.overlap == 'sum' else ''}alpha^2/(M_X M_Y F) = {split.continuous_per_device_batch:,.1f}")

@@ -73,8 +73,8 @@ class BatchAnswer:
     """The per-device batch at which a layout turns compute-bound, and the term that binds."""
 
     problem: BatchProblem
-    per_device_batch: float  # B/N, tokens; inf when never compute-bound
-    binding_term: str  # fsdp | tp | none
+    per_device_batch: float  # B/N, tokens; 0 when compute-bound at any batch, inf when never
+    binding_term: str  # fsdp | tp | none (no term binds: compute-bound at any batch)
 
     @property
     def global_batch(self) -> float:
@@ -83,6 +83,26 @@ class BatchAnswer:
     @property
     def compute_bound_ever(self) -> bool:
         return math.isfinite(self.per_device_batch)
+
+    @property
+    def any_batch(self) -> bool:
+        """Compute-bound at every batch: no FSDP gather (X = 1), and T_TP / T_math < 1 (or no TP axis)."""
+        return self.per_device_batch == 0
+
+    @property
+    def verdict(self) -> str:
+        """One sentence: the bound and the term that binds, or why there is none."""
+        p = self.problem
+        a_y = "alpha" if p.tp_bandwidth is None else "alpha_Y"
+        if not self.compute_bound_ever:
+            return (f"never compute-bound: T_TP/T_math = {a_y} Y/(M_Y F) = {tp_share(p):.3g} >= 1 at every batch "
+                    f"(Y = {p.tp} must stay below M_Y F/{a_y} = {p.my * p.d_ff / p.alpha_tp:,.1f})")
+        if self.any_batch:
+            tp = (f"T_TP/T_math = {a_y} Y/(M_Y F) = {tp_share(p):.3g} < 1 at every batch" if p.tp > 1 else
+                  "no TP axis (Y = 1)")
+            return f"compute-bound at any batch: no FSDP weight gather (X = 1) and {tp}; no term binds"
+        return (f"compute-bound when B/N > {self.per_device_batch:,.1f} tokens per device "
+                f"(the {'FSDP weight gather' if self.binding_term == 'fsdp' else 'TP activation traffic'} binds)")
 
 
 def fsdp_bound(p: BatchProblem) -> float:
@@ -101,8 +121,8 @@ def solve_batch(p: BatchProblem) -> BatchAnswer:
     if share >= 1:  # T_TP >= T_math at every batch
         return BatchAnswer(p, math.inf, "tp")
     per_device = sc.fsdp_tp_batch_per_device(fsdp_bound=fsdp_bound(p), tp_share=share, overlap=p.overlap)
-    if p.fsdp == 1:
-        return BatchAnswer(p, per_device, "tp" if p.tp > 1 else "none")
+    if p.fsdp == 1:  # no weight gather: T_math / T_comms = 1 / share > 1 at every B, so B/N = 0 and nothing binds
+        return BatchAnswer(p, per_device, "none")
     t = p.times(per_device * p.devices)
     return BatchAnswer(p, per_device, "fsdp" if t["fsdp"] >= t["tp"] else "tp")
 

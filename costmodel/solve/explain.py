@@ -79,7 +79,7 @@ def batch_steps(answer) -> list[Step]:
     t_fsdp = sc.fsdp_seconds(d_model=D, d_ff=F, tp=Y, bandwidth=W, mx=MX, factor=k)
     t_tp = sc.tp_seconds(batch=B, d_model=D, fsdp=X, bandwidth=w_y, my=MY, factor=k)
     comms = sc.comms_seconds(fsdp_time=sp.Symbol("T_FSDP"), tp_time=sp.Symbol("T_TP"), overlap=p.overlap)
-    t = p.times(answer.global_batch) if answer.compute_bound_ever else p.times(0)
+    per_token = p.times(1)  # T_math and T_TP grow linearly in B (their value at B = 1 is the coefficient), T_FSDP does not
     closed = sc.fsdp_tp_batch_per_device(
         fsdp_bound=sc.fsdp_batch_bound(alpha=alpha, tp=Y, mx=MX),
         tp_share=sc.tp_comm_share(alpha=alpha_y, tp=Y, my=MY, d_ff=F), overlap=p.overlap)
@@ -91,19 +91,19 @@ def batch_steps(answer) -> list[Step]:
         *([Step("... and of the TP axis's link", sp.Eq(alpha_y, C / w_y), "", f"alpha_Y = {p.alpha_tp:,.1f} FLOP/B")]
           if two_levels else []),
         Step(f"matmul time per layer ({p.pass_})", sp.Eq(sp.Symbol("T_math"), t_math), "B = the global batch",
-             f"T_math = {t['math'] / max(answer.global_batch, 1e-300):.4e} s x B" if answer.compute_bound_ever
-             else "T_math grows with B"),
+             f"T_math = {per_token['math']:.4e} s x B"),
         Step("FSDP weight all-gather per layer", sp.Eq(sp.Symbol("T_FSDP"), t_fsdp), "",
-             f"T_FSDP = {t['fsdp']:.4e} s"),
+             f"T_FSDP = {per_token['fsdp']:.4e} s" + (" (X = 1: no gather)" if p.fsdp == 1 else "")),
         Step("TP activation collectives per layer", sp.Eq(sp.Symbol("T_TP"), t_tp), "",
-             f"T_TP = {t['tp'] / max(answer.global_batch, 1e-300):.4e} s x B" if answer.compute_bound_ever
-             else "T_TP >= T_math at every B"),
+             f"T_TP = {per_token['tp']:.4e} s x B" + (" (Y = 1: no TP traffic)" if p.tp == 1 else "")
+             + ("" if answer.compute_bound_ever else " >= T_math at every B")),
         Step(f"compute-bound when T_math >= T_comms (overlap '{p.overlap}')",
              sp.GreaterThan(sp.Symbol("T_math"), comms), "", ""),
         Step("solved for the tokens per device", sp.GreaterThan(B / N, closed), "",
+             f"B/N = 0: {answer.verdict}" if answer.any_batch else
              f"B/N = {answer.per_device_batch:,.1f} tokens per device (binding: {answer.binding_term})"),
         Step("global batch", sp.Eq(B, N * sp.Symbol("(B/N)")), f"N = {p.devices}",
-             f"B = {answer.global_batch:,.0f} tokens"),
+             "B = 0 tokens: any global batch" if answer.any_batch else f"B = {answer.global_batch:,.0f} tokens"),
     ]
     return steps
 
