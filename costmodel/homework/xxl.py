@@ -113,7 +113,8 @@ def problem(seed: int) -> Homework:
     d = Part("(d)", "In practice we want the overall batch to be as small as possible while always using compute "
              "effectively (never communication bound). What other tricks can we employ to reduce the batch size "
              "and retain high throughput?",
-             [f"{r.change}: B/N > {r.per_device_batch:,.1f}, B = {r.global_batch:,.0f}"
+             [f"{r.change}: " + ("no such layout" if r.per_device_batch is None else
+                                 f"B/N > {r.per_device_batch:,.1f}, B = {r.global_batch:,.0f}")
               + (f" ({r.assumption})" if r.assumption else "") for r in rows],
              {r.key: r.per_device_batch for r in rows})
     conventions = [f"recipe {recipe.name}: {recipe.description}", "GB = 1e9 B, GiB = 2^30 B",

@@ -8,8 +8,15 @@ from costmodel.report.common import console, emitted_json, table
 from costmodel.report.tables import literal
 
 
-def _finite(value: float):
-    return value if math.isfinite(value) else None
+def _finite(value: float | None):
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _tokens(value: float | None, digits: int) -> str:
+    """A what-if row's batch: 'no layout' where the change leaves none, 'never' where it is never compute-bound."""
+    if value is None:
+        return "no layout"
+    return f"{value:,.{digits}f}" if math.isfinite(value) else "never"
 
 
 def batch(model, hardware, answer, split, thresholds: list, rows: list | None, as_json: bool) -> None:
@@ -65,7 +72,7 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
     if rows:
         t = table("What if (question (d))", "change", ">B/N", ">global B", "assumption")
         for r in rows:
-            t.add_row(r.change, f"{r.per_device_batch:,.1f}", f"{r.global_batch:,.0f}", r.assumption)
+            t.add_row(r.change, _tokens(r.per_device_batch, 1), _tokens(r.global_batch, 0), r.assumption)
         out.print(t)
     t = table("Single-strategy thresholds", "strategy", "condition", ">value", "unit")
     for th in thresholds:

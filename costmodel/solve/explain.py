@@ -309,6 +309,7 @@ def split_steps(problem, split, rows: list | None) -> list[Step]:
                               f"X = {b.x} (M_X = {b.mx}), Y = {b.y} (M_Y = {b.my}): B/N = {b.per_device_batch:,.1f}"))
     for row in rows or []:
         steps.append(Step(f"what if: {row.change}", None, row.assumption,
+                          "no such layout" if row.per_device_batch is None else
                           f"B/N = {row.per_device_batch:,.1f}, global B = {row.global_batch:,.0f}"))
     return steps
 

@@ -19,8 +19,8 @@ class WhatIf:
 
     key: str  # stable identifier for scripts and notebooks
     change: str
-    per_device_batch: float
-    global_batch: float
+    per_device_batch: float | None  # None: the change leaves no layout (the assumption says why)
+    global_batch: float | None
     assumption: str
 
 
@@ -30,9 +30,9 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
     base = solve_batch(p)
     rows = [WhatIf("as-given", f"as given (overlap {p.overlap})", base.per_device_batch, base.global_batch, "")]
 
-    def add(key, change, q, assumption="", global_divisor=1):
+    def add(key, change, q, assumption=""):
         answer = solve_batch(q)
-        rows.append(WhatIf(key, change, answer.per_device_batch, answer.global_batch / global_divisor, assumption))
+        rows.append(WhatIf(key, change, answer.per_device_batch, answer.global_batch, assumption))
 
     if p.overlap == "sum":
         add("overlap", "overlap the two axes' communication", replace(p, overlap="max"),
@@ -53,9 +53,7 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
         replace(p, bandwidth=2 * p.bandwidth, tp_bandwidth=p.tp_bandwidth and 2 * p.tp_bandwidth),
         "half the bytes: same as doubling W")
     for stages in (2, 4):
-        add(f"pp-{stages}", f"{stages} pipeline stages", p,
-            f"each stage gathers only its layers: same B/N, global B / {stages}; needs >= {stages} micro-batches "
-            "in flight; bubble not counted", global_divisor=stages)
+        rows.append(pipeline_row(p, stages))
     accumulate = 4
     dp_only = replace(p, fsdp=p.devices, tp=1, my=1)
     dp = solve_batch(dp_only)
@@ -70,3 +68,21 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
                            base.global_batch, f"adds B per slice > C/W_dcn = {dcn_tokens:,.0f} tokens for the "
                            "once-per-step gradient all-reduce between slices"))
     return rows
+
+
+def pipeline_row(p: BatchProblem, stages: int) -> WhatIf:
+    """k pipeline stages of N/k devices each, Y kept: each stage's FSDP axis is X/k = N/(k Y), and every stage sees the
+    whole batch, so B/N (per device of a stage) is solved for that X and the global B is B/N x N/k."""
+    key, change = f"pp-{stages}", f"{stages} pipeline stages"
+    if p.fsdp % stages:  # N/k devices per stage cannot hold a whole Y-wide TP group X/k times
+        why = (f"each stage has N/k = {p.devices}/{stages} = {p.devices / stages:g} chips, fewer than Y = {p.tp}"
+               if p.fsdp < stages else f"X = {p.fsdp} does not split into {stages} stages of X/k FSDP chips")
+        return WhatIf(key, change, None, None, f"no layout: {why}")
+    x = p.fsdp // stages
+    mx = max(min(p.mx, prime_factor_count(x)), 1)  # a smaller FSDP group spans no more torus axes than it can fill
+    answer = solve_batch(replace(p, fsdp=x, mx=mx))
+    stage = f"each stage: X = {x}" + (f" (M_X = {mx})" if x > 1 else "") + f", Y = {p.tp}"
+    term = ("no FSDP gather, compute-bound at any batch" if answer.any_batch else
+            "B/N per device of a stage, global B = B/N x N/k")
+    return WhatIf(key, change, answer.per_device_batch, answer.global_batch,
+                  f"{stage}: {term}; same W per axis; needs >= {stages} micro-batches in flight; bubble not counted")
