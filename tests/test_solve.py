@@ -305,3 +305,42 @@ def test_pipeline_stages_shrink_the_fsdp_axis_of_each_stage():
     text = runner.invoke(app, ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "2", "--tp", "8",
                                "--what-if"]).stdout
     assert "no layout: each stage has N/k = 16/4 = 4 chips, fewer than Y = 8" in " ".join(text.split())
+
+
+def test_the_continuous_split_stays_in_one_to_n_and_never_loses_to_the_layout_given():
+    """X_opt = sqrt(B N M_X/(F M_Y)) at B/N = 4 alpha^2/(M_X M_Y F) is N 2 alpha/(M_Y F); X must lie in [1, N]
+    (reviewer, defect 3: X = 1, Y = 4 printed X_opt = 0.38 and B/N = 488.5 against 0 as given). By hand, v5p
+    alpha = 2550, xxl F = 53248: N = 4: X_opt = 4 x 5100/53248 = 0.38 < 1 -> X = 1, Y = 4, no gather, alpha 4/F < 1:
+    B/N = 0. N = 16 (X = 2, Y = 8): X_opt = 1.53 gives 4 alpha^2/F = 488.5, but X = 1, Y = 16 has alpha 16/F = 0.77
+    < 1: B/N = 0. F = 4096 < 2 alpha: X_opt = 1.25 N > N -> X = N, Y = 1: B/N = alpha/M_X = 2550."""
+    from dataclasses import replace
+
+    from costmodel.solve.batch import solve_batch
+    from costmodel.solve.problem import batch_problem
+    from costmodel.solve.split import optimize_split
+    from costmodel.solve.whatif import what_if
+    from costmodel.specs.load import load_hardware, load_model
+
+    xxl, v5p = load_model("xxl"), load_hardware("tpu-v5p")
+    alpha, f = 4.59e14 / 1.8e11, 53248
+    given = dict(mx=1, my=1, overlap="sum", pass_="forward")
+    small = optimize_split(batch_problem(xxl, v5p, fsdp=1, tp=4, **given), None)
+    assert small.x_stationary == pytest.approx(4 * 2 * alpha / f) and small.x_stationary < 1
+    assert (small.x_opt, small.continuous_per_device_batch) == (1, 0)
+    mid = optimize_split(batch_problem(xxl, v5p, fsdp=2, tp=8, **given), None)
+    assert mid.x_stationary == pytest.approx(16 * 2 * alpha / f) and alpha * 16 / f < 1
+    assert (mid.x_opt, mid.continuous_per_device_batch) == (1, 0)
+    thin = replace(batch_problem(xxl, v5p, fsdp=2, tp=2, **given), d_ff=4096)
+    wide = optimize_split(thin, None)
+    assert wide.x_stationary == pytest.approx(4 * 2 * alpha / 4096) and wide.x_stationary > 4
+    assert wide.x_opt == 4 and wide.continuous_per_device_batch == pytest.approx(alpha)
+    for x, y in [(1, 4), (2, 8), (1, 16), (4, 4), (16, 4), (8, 8), (64, 1), (2, 32)]:
+        p = batch_problem(xxl, v5p, fsdp=x, tp=y, **given)
+        as_given = solve_batch(p).per_device_batch
+        assert optimize_split(p, None).continuous_per_device_batch <= as_given, (x, y)
+    rows = {r.key: r for r in what_if(batch_problem(xxl, v5p, fsdp=1, tp=4, **given), torus=None, torus_axes=3,
+                                      dcn_bandwidth=None)}
+    assert rows["split-continuous"].per_device_batch == 0 and "0.38 < 1 is no layout" in rows["split-continuous"].assumption
+    out = run_json("solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--tp", "4", "--what-if",
+                   "--optimize-split")
+    assert (out["x_opt"], out["continuous_per_device_batch"]) == (1, 0)

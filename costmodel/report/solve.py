@@ -61,8 +61,16 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
         out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
                   f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")
     if split is not None:
-        out.print(f"Optimal split: X_opt = sqrt(B N M_X/(F M_Y)) = {split.x_opt:.2f}, B/N > "
-                  f"{'4 ' if p.overlap == 'sum' else ''}alpha^2/(M_X M_Y F) = {split.continuous_per_device_batch:,.1f}")
+        from costmodel.solve.split import clamp_note
+
+        note = clamp_note(p, split)
+        if note:
+            out.print(f"Optimal split: X_opt = sqrt(B N M_X/(F M_Y)) at B/N = {'4 ' if p.overlap == 'sum' else ''}"
+                      f"alpha^2/(M_X M_Y F): {note}; B/N > {split.continuous_per_device_batch:,.1f}")
+        else:
+            out.print(f"Optimal split: X_opt = sqrt(B N M_X/(F M_Y)) = {split.x_opt:.2f}, B/N > "
+                      f"{'4 ' if p.overlap == 'sum' else ''}alpha^2/(M_X M_Y F) = "
+                      f"{split.continuous_per_device_batch:,.1f}")
         if split.best is not None:
             t = table("Splits of the slice (whole torus axes per logical axis)", ">X", ">M_X", ">Y", ">M_Y", ">B/N")
             for s in sorted(split.candidates, key=lambda s: s.per_device_batch):

@@ -291,14 +291,18 @@ def split_steps(problem, split, rows: list | None) -> list[Step]:
     the slice, and what each change of the what-if table gives (each row the same solve, one input changed)."""
     p, steps = problem, []
     if split is not None:
+        from costmodel.solve.split import clamp_note
+
         x_opt = sc.optimal_fsdp_degree(batch=B, devices=N, mx=MX, my=MY, d_ff=F)
         at_opt = sc.optimal_split_batch_per_device(alpha=alpha, mx=MX, my=MY, d_ff=F, overlap=p.overlap)
+        note = clamp_note(p, split)
         steps += [
             Step("the split of N = X Y that minimises the communication (T_FSDP = T_TP there)",
                  sp.Eq(sp.Symbol("X_opt"), x_opt), f"B = the compute-bound global batch at that split, N = {p.devices}",
-                 f"X_opt = {split.x_opt:.2f}"),
-            Step("compute-bound at the optimal split", sp.GreaterThan(B / N, at_opt), f"M_X = {p.mx}, M_Y = {p.my}",
-                 f"B/N = {split.continuous_per_device_batch:,.1f} tokens per device"),
+                 f"X_opt = {split.x_opt:.2f}" if not note else
+                 f"{note}: X_opt = {split.x_opt:.2f}"),
+            Step("compute-bound at the optimal split", sp.GreaterThan(B / N, at_opt) if not note else None,
+                 f"M_X = {p.mx}, M_Y = {p.my}", f"B/N = {split.continuous_per_device_batch:,.1f} tokens per device"),
         ]
         if split.best is not None:
             tried = "; ".join(f"X = {c.x} (M_X = {c.mx}), Y = {c.y} (M_Y = {c.my}): "

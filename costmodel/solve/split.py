@@ -29,10 +29,11 @@ class Split:
 class SplitAnswer:
     """The continuous optimum of the FSDP/TP split and the best whole split a slice allows."""
 
-    x_opt: float  # continuous X_opt at the threshold batch
+    x_opt: float  # the best continuous X in [1, N] (X_opt clamped, or X = 1 where that is better)
     continuous_per_device_batch: float
     best: Split | None
     candidates: list[Split]
+    x_stationary: float | None = None  # sqrt(B N M_X/(F M_Y)) where T_FSDP = T_TP; differs from x_opt when clamped
 
 
 #: torus axes a slice may have (TPUs have 2 or 3; the split search visits 2^axes subsets)
@@ -61,12 +62,9 @@ def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswe
         raise CostModelError(f"--optimize-split trades X for Y at one bandwidth W (a TPU torus); here the TP axis "
                              f"runs at W_Y = {p.w_tp:.4g} B/s and FSDP at W = {p.bandwidth:.4g} B/s: compare "
                              "layouts with `cost4d plan` instead")
-    per_device = sc.optimal_split_batch_per_device(alpha=p.alpha, mx=p.mx, my=p.my, d_ff=p.d_ff,
-                                                   overlap=p.overlap)
-    x_opt = sc.optimal_fsdp_degree(batch=per_device * p.devices, devices=p.devices, mx=p.mx, my=p.my,
-                                   d_ff=p.d_ff)
+    x_opt, per_device, x_stationary = continuous_split(p)
     if torus is None:
-        return SplitAnswer(x_opt, per_device, None, [])
+        return SplitAnswer(x_opt, per_device, None, [], x_stationary)
     if math.prod(torus) != p.devices:
         raise CostModelError(f"--slice {'x'.join(map(str, torus))} has {math.prod(torus)} chips, "
                              f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
@@ -80,4 +78,40 @@ def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswe
             if all((c.x, c.mx) != (x, q.mx) for c in candidates):  # equal-sized axes give the same split
                 candidates.append(Split(x, y, q.mx, q.my, solve_batch(q).per_device_batch, axes))
     best = min(candidates, key=lambda s: (s.per_device_batch, -s.x))
-    return SplitAnswer(x_opt, per_device, best if math.isfinite(best.per_device_batch) else None, candidates)
+    return SplitAnswer(x_opt, per_device, best if math.isfinite(best.per_device_batch) else None, candidates,
+                       x_stationary)
+
+
+def continuous_split(p: BatchProblem) -> tuple[float, float, float]:
+    """(X, B/N, X_opt): the best real X in [1, N] for p's M_X, M_Y, and the stationary X_opt.
+
+    Where T_FSDP = T_TP, X_opt = sqrt(B N M_X/(F M_Y)) and B/N = 4 alpha^2/(M_X M_Y F) (sum) or alpha^2/(M_X M_Y F)
+    (max). X = X Y / Y must lie in [1, N]: outside it the best is an end, X = 1 (Y = N: no FSDP gather, compute-bound
+    at any batch while alpha N/(M_Y F) < 1) or X = N (Y = 1: pure FSDP, alpha/M_X). X = 1 is also checked inside:
+    dropping the gather can beat the stationary point, so no answer here is worse than a layout of the same N.
+    """
+    per_device = sc.optimal_split_batch_per_device(alpha=p.alpha, mx=p.mx, my=p.my, d_ff=p.d_ff,
+                                                   overlap=p.overlap)
+    x_opt = sc.optimal_fsdp_degree(batch=per_device * p.devices, devices=p.devices, mx=p.mx, my=p.my,
+                                   d_ff=p.d_ff)
+    ends = [(float(x), solve_batch(replace(p, fsdp=x, tp=p.devices // x)).per_device_batch)
+            for x in sorted({1, p.devices})]
+    inside = [(x_opt, per_device)] if 1 < x_opt < p.devices else []
+    x, best = min(inside + ends, key=lambda option: option[1])
+    return x, best, x_opt
+
+
+def clamp_note(p: BatchProblem, split: SplitAnswer) -> str:
+    """Why the continuous best is not the stationary X_opt ('' where it is): out of [1, N], or beaten by X = 1."""
+    xs = split.x_stationary
+    if xs is None or split.x_opt == xs:
+        return ""
+    where = (f"X_opt = {xs:.2f} < 1 is no layout" if xs < 1 else
+             f"X_opt = {xs:.2f} > N = {p.devices} is no layout" if xs > p.devices else
+             f"X = 1 beats X_opt = {xs:.2f}")
+    if split.x_opt == 1:
+        end = f"X = 1, Y = N = {p.devices}: no FSDP gather" + (", compute-bound at any batch"
+                                                                 if split.continuous_per_device_batch == 0 else "")
+    else:
+        end = f"X = N = {p.devices}, Y = 1: pure FSDP, B/N > alpha/M_X"
+    return f"{where}; best in 1 <= X <= N: {end}"

@@ -10,7 +10,7 @@ from dataclasses import replace
 from costmodel.mathops import prime_factor_count
 from costmodel.record import record
 from costmodel.solve.batch import BatchProblem, solve_batch
-from costmodel.solve.split import optimize_split
+from costmodel.solve.split import clamp_note, optimize_split
 
 
 @record
@@ -39,9 +39,11 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
             "T_comms = max(T_FSDP, T_TP)")
     split = optimize_split(p, torus) if p.tp_bandwidth is None else None  # the split trades X for Y at one W
     if split is not None:
+        note = clamp_note(p, split)
         rows.append(WhatIf("split-continuous", "best split, continuous X_opt", split.continuous_per_device_batch,
                            split.continuous_per_device_batch * p.devices,
-                           f"X_opt = {split.x_opt:.2f}, same M_X, M_Y; not an integer mapping"))
+                           (note if note else f"X_opt = {split.x_opt:.2f}") + ", same M_X, M_Y"
+                           + ("" if float(split.x_opt).is_integer() else "; not an integer mapping")))
     if split is not None and split.best is not None:
         b = split.best
         add("split-slice", f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
