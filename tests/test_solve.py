@@ -344,3 +344,25 @@ def test_the_continuous_split_stays_in_one_to_n_and_never_loses_to_the_layout_gi
     out = run_json("solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--tp", "4", "--what-if",
                    "--optimize-split")
     assert (out["x_opt"], out["continuous_per_device_batch"]) == (1, 0)
+
+
+def test_hsdp_row_reports_the_dcn_bound_when_it_binds():
+    """HSDP replicates the slice over DCN: after the slice's reduce-scatter each of its N chips all-reduces its 4DF/N
+    bytes of a layer's bf16 gradients with its replicas over its own W_dcn, 2 x 4DF/(N W_dcn), against the backward's
+    8 B_slice D F/(N C): B_slice > C/W_dcn. The row showed the slice's own 395.3 / 25,302 beside a note asking
+    73,600 (reviewer, defect 4). By hand for question (d): C = 4.6e14, W_dcn = 6.25e9 B/s (v5p's spec, per chip):
+    C/W_dcn = 73,600 > 25,302, so B per slice = 73,600 and B/N = 73,600/64 = 1,150. Pure FSDP over 64 chips
+    (alpha = 2550, M_X = 1) needs 2550 x 64 = 163,200 per slice itself: there the slice's bound binds."""
+    from costmodel.specs.load import load_hardware
+
+    w_dcn = load_hardware("tpu-v5p").level("dcn").bandwidth_bytes_per_s
+    assert w_dcn == 6.25e9
+    out = run_json("solve", "batch", *V5P_C, "--what-if")
+    hsdp = next(r for r in out["what_if"] if r["key"] == "hsdp")
+    assert hsdp["global_batch"] == pytest.approx(4.6e14 / w_dcn) and round(hsdp["global_batch"]) == 73_600
+    assert hsdp["per_device_batch"] == pytest.approx(4.6e14 / w_dcn / 64) and round(hsdp["per_device_batch"], 1) == 1150
+    assert hsdp["global_batch"] >= 4.6e14 / w_dcn  # the printed batch meets its own condition
+    assert hsdp["per_device_batch"] >= out["per_device_batch"]  # and the slice's
+    fsdp = run_json("solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "64", "--what-if")
+    hsdp = next(r for r in fsdp["what_if"] if r["key"] == "hsdp")
+    assert hsdp["per_device_batch"] == pytest.approx(4.59e14 / 1.8e11) and "slice's own bound binds" in hsdp["assumption"]

@@ -65,11 +65,26 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
                        "micro-batches, so the micro-batch shrinks, the global batch does not; needs the whole state "
                        "on each device"))
     if dcn_bandwidth:
-        dcn_tokens = p.peak_flops / dcn_bandwidth  # B per slice > C / W_dcn
-        rows.append(WhatIf("hsdp", "HSDP: FSDP inside the slice, replicas across slices over DCN", base.per_device_batch,
-                           base.global_batch, f"adds B per slice > C/W_dcn = {dcn_tokens:,.0f} tokens for the "
-                           "once-per-step gradient all-reduce between slices"))
+        rows.append(hsdp_row(p, base.global_batch, dcn_bandwidth))
     return rows
+
+
+def hsdp_row(p: BatchProblem, slice_batch: float, dcn_bandwidth: float) -> WhatIf:
+    """Replicas of the slice over DCN: each slice needs its own bound (``slice_batch`` tokens) and B per slice >
+    C / W_dcn, the larger binding.
+
+    The DCN condition (Scaling Book, pods over DCN; conventions.md): after the slice's reduce-scatter each of its N
+    chips holds 2DF/N bf16 gradients of a layer, 4DF/N bytes, all-reduced with its replicas over its own W_dcn egress:
+    2 (4DF/N)/W_dcn = 8DF/(N W_dcn), against the backward's 8 B_slice D F/(N C): B_slice > C/W_dcn, whatever X and Y.
+    """
+    dcn_tokens = p.peak_flops / dcn_bandwidth
+    per_slice = max(slice_batch, dcn_tokens)
+    binds = (f"B per slice > C/W_dcn = {dcn_tokens:,.0f} binds (the once-per-step gradient all-reduce between slices; "
+             f"the slice alone needs {slice_batch:,.0f})" if dcn_tokens >= slice_batch else
+             f"the slice's own bound binds (B per slice > C/W_dcn = {dcn_tokens:,.0f} for the gradient all-reduce "
+             "between slices is met)")
+    return WhatIf("hsdp", "HSDP: FSDP inside the slice, replicas across slices over DCN", per_slice / p.devices,
+                  per_slice, f"{binds}; global B here is per slice, S slices take S times it")
 
 
 def pipeline_row(p: BatchProblem, stages: int) -> WhatIf:
