@@ -124,9 +124,12 @@ def solve_batch(model, hardware, **question):
 
 def optimize_split(model, hardware, torus=None, **question):
     """Continuous X_opt and, with ``torus`` (e.g. (4, 4, 4)), the best whole-axis split."""
-    from costmodel.solve.split import optimize_split as optimize
+    from costmodel.solve.split import check_slice, optimize_split as optimize
 
-    return optimize(batch_problem(model, hardware, **question), torus)
+    problem = batch_problem(model, hardware, **question)
+    if torus is not None:
+        check_slice(problem, tuple(torus))
+    return optimize(problem, torus)
 
 
 def explain_batch(model, hardware, **question):
@@ -161,5 +164,9 @@ def what_if(model, hardware, torus=None, **question):
     device = _device(hardware)
     ici = device.level("ici") if device.kind == "tpu" else None
     dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
-    return rows(batch_problem(model, hardware, **question), torus=torus,
-                torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+    from costmodel.solve.split import check_slice
+
+    problem = batch_problem(model, hardware, **question)
+    if torus is not None:
+        check_slice(problem, tuple(torus))
+    return rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)

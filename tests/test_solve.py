@@ -366,3 +366,35 @@ def test_hsdp_row_reports_the_dcn_bound_when_it_binds():
     fsdp = run_json("solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--fsdp", "64", "--what-if")
     hsdp = next(r for r in fsdp["what_if"] if r["key"] == "hsdp")
     assert hsdp["per_device_batch"] == pytest.approx(4.59e14 / 1.8e11) and "slice's own bound binds" in hsdp["assumption"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    # 4x4x4's whole axes make 1, 4, 16 or 64 chips: X = Y = 8 is neither (conventions.md (c): 'X = 8 cannot be made
+    # of whole axes of that slice'); it was priced as Y = 8 on M_Y = 1 (reviewer, defect 5)
+    (["--fsdp", "8", "--tp", "8", "--mx", "2"], "X = 8 (Y = 8) is not made of whole torus axes of it: whole axes give "
+                                               "X = 1, 4, 16, 64"),
+    # X = 4 is one axis of 4 chips, so it spans 1 torus axis, not 2 (the 2 x 2 the torus rule alone allows)
+    (["--fsdp", "4", "--tp", "16", "--mx", "2"], "--mx 2: on --slice 4x4x4 the FSDP axis's 4 chips span at most 1"),
+    (["--fsdp", "16", "--tp", "4", "--my", "2"], "--my 2: on --slice 4x4x4 the TP axis's 4 chips span at most 1"),
+])
+def test_a_slice_refuses_a_layout_its_whole_axes_cannot_make(args, needle):
+    from hostile import assert_refused, run
+
+    base = ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--slice", "4x4x4"]
+    assert_refused(run([*base, *args]), needle)
+    assert_refused(run([*base, *args, "--what-if"]), needle)
+
+
+def test_a_slice_accepts_the_layouts_its_whole_axes_make():
+    """X = 16 is two axes of 4x4x4 (M_X up to 2), Y = 4 the third (M_Y = 1); X = 4, Y = 16 the other way round."""
+    from costmodel import api
+    from costmodel.errors import CostModelError
+
+    for args in (["--fsdp", "16", "--tp", "4", "--mx", "2"], ["--fsdp", "16", "--tp", "4"],
+                 ["--fsdp", "4", "--tp", "16", "--my", "2"]):
+        assert runner.invoke(app, ["solve", "batch", "--model", "xxl", "--hardware", "tpu-v5p", "--slice", "4x4x4",
+                                   *args]).exit_code == 0, args
+    with pytest.raises(CostModelError, match="X = 8"):
+        api.what_if("xxl", "tpu-v5p", torus=(4, 4, 4), fsdp=8, tp=8, mx=2)
+    rows = api.what_if("xxl", "tpu-v5p", torus=(4, 4, 4), fsdp=4, tp=16, my=2)  # X = 4 fills one axis: no M_X = 2 row
+    assert "more-torus-axes" not in {r.key for r in rows}

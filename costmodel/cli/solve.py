@@ -186,13 +186,15 @@ WhatIfOpt = Annotated[bool, typer.Option("--what-if", help="Ways to stay compute
 
 def _split_and_rows(device, problem, optimize_split: bool, slice_: str | None, what_if: bool):
     """The best split (--optimize-split, --slice) and the what-if rows (--what-if) of ``problem``."""
-    from costmodel.solve.split import optimize_split as best_split, parse_slice
+    from costmodel.solve.split import check_slice, optimize_split as best_split, parse_slice
     from costmodel.solve.whatif import what_if as what_if_rows
 
     ici = device.level("ici") if device.kind == "tpu" else None
     if slice_ is not None and ici is None:
         raise CostModelError(f"--slice maps the split onto a TPU torus; {device.name} is a {device.kind_name}")
     torus = parse_slice(slice_, ici.torus_axes if ici else None) if slice_ is not None else None
+    if torus is not None:
+        check_slice(problem, torus)  # the layout as given is priced on the slice: it must map onto it
     split = best_split(problem, torus) if optimize_split or torus else None
     rows = None
     if what_if:

@@ -56,6 +56,41 @@ def parse_slice(text: str, torus_axes: int | None = None) -> tuple[int, ...]:
     return shape
 
 
+def slice_spans(torus: tuple[int, ...], chips: int) -> list[tuple[int, int]]:
+    """(torus axes X spans, torus axes Y spans) for each set of whole axes of ``torus`` whose chips make ``chips`` X
+    (Y the rest); an axis of one chip carries no link and counts for neither. Empty: X is no such product."""
+    ways = set()
+    for size in range(0, len(torus) + 1):
+        for axes in itertools.combinations(range(len(torus)), size):
+            if math.prod(torus[i] for i in axes) == chips:
+                spans = sum(torus[i] > 1 for i in axes)
+                ways.add((spans, sum(n > 1 for n in torus) - spans))
+    return sorted(ways)
+
+
+def check_slice(p: BatchProblem, torus: tuple[int, ...]) -> None:
+    """One line where the layout as given does not map onto ``torus``: N = X Y must be its chips, X the chips of whole
+    torus axes of it (Y those of the rest), and --mx/--my no more axes than those take (as cost.checks._torus_rule:
+    a group spans at most the axes it can fill)."""
+    shape = "x".join(map(str, torus))
+    if math.prod(torus) != p.devices:
+        raise CostModelError(f"--slice {shape} has {math.prod(torus)} chips, "
+                             f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
+    ways = slice_spans(torus, p.fsdp)
+    if not ways:
+        sizes = sorted({math.prod(torus[i] for i in axes) for size in range(len(torus) + 1)
+                        for axes in itertools.combinations(range(len(torus)), size)})
+        raise CostModelError(f"--slice {shape}: X = {p.fsdp} (Y = {p.tp}) is not made of whole torus axes of it: "
+                             f"whole axes give X = {', '.join(map(str, sizes))}")
+    fits = [(sx, sy) for sx, sy in ways if (p.fsdp == 1 or p.mx <= sx) and (p.tp == 1 or p.my <= sy)]
+    if not fits:
+        sx, sy = max(ways)
+        flag, axis, chips, most, asked = (("--mx", "FSDP", p.fsdp, sx, p.mx) if p.fsdp > 1 and p.mx > sx else
+                                          ("--my", "TP", p.tp, sy, p.my))
+        raise CostModelError(f"{flag} {asked}: on --slice {shape} the {axis} axis's {chips:,} chips span at most {most} "
+                             f"torus {'axis' if most == 1 else 'axes'} (whole axes of the slice)")
+
+
 def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswer:
     """Continuous optimum for p's M_X, M_Y, and the best whole-axis split of ``torus``."""
     if p.tp_bandwidth is not None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from costmodel.mathops import prime_factor_count
 from costmodel.record import record
 from costmodel.solve.batch import BatchProblem, solve_batch
-from costmodel.solve.split import clamp_note, optimize_split
+from costmodel.solve.split import clamp_note, optimize_split, slice_spans
 
 
 @record
@@ -48,7 +48,11 @@ def what_if(p: BatchProblem, *, torus: tuple[int, ...] | None, torus_axes: int |
         b = split.best
         add("split-slice", f"best split of the slice: X={b.x} (M_X={b.mx}), Y={b.y} (M_Y={b.my})",
             replace(p, fsdp=b.x, tp=b.y, mx=b.mx, my=b.my), "whole torus axes per logical axis")
-    if torus_axes and p.mx + p.my < torus_axes and prime_factor_count(p.fsdp) > p.mx:  # 2+ chips along each axis
+    if torus is not None:  # the slice's whole axes say how many the FSDP chips can take
+        wider = any(sx > p.mx and (p.tp == 1 or sy >= p.my) for sx, sy in slice_spans(torus, p.fsdp))
+    else:  # 2+ chips along each axis, and a torus axis left
+        wider = bool(torus_axes) and p.mx + p.my < torus_axes and prime_factor_count(p.fsdp) > p.mx
+    if wider:
         add("more-torus-axes", f"spread the FSDP axis over M_X = {p.mx + 1} torus axes", replace(p, mx=p.mx + 1),
             "needs a free torus axis")
     add("fp8-comm", "8-bit communication (fp8 weights and activations on the wire)",
