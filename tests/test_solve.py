@@ -398,3 +398,18 @@ def test_a_slice_accepts_the_layouts_its_whole_axes_make():
         api.what_if("xxl", "tpu-v5p", torus=(4, 4, 4), fsdp=8, tp=8, mx=2)
     rows = api.what_if("xxl", "tpu-v5p", torus=(4, 4, 4), fsdp=4, tp=16, my=2)  # X = 4 fills one axis: no M_X = 2 row
     assert "more-torus-axes" not in {r.key for r in rows}
+
+
+def test_the_batch_curves_of_a_layout_compute_bound_at_any_batch_span_a_range():
+    """X = 1: the crossover is B = 0, and the curves used to run from 0 to 2.5 x 0 (every point at B = 0); they now
+    span 2.5 alpha N (pure DP's bound over the N devices: 2.5 x 2550 x 4 = 25,500 tokens), where T_math > T_TP."""
+    from costmodel.solve.batch import solve_batch
+    from costmodel.solve.crossover import curves
+    from costmodel.solve.problem import batch_problem
+    from costmodel.specs.load import load_hardware, load_model
+
+    p = batch_problem(load_model("xxl"), load_hardware("tpu-v5p"), fsdp=1, tp=4, mx=1, my=1, overlap="sum",
+                      pass_="forward")
+    drawn = curves([solve_batch(p)])
+    assert drawn.batches.max() == pytest.approx(2.5 * (4.59e14 / 1.8e11) * 4)
+    assert (drawn.math_s[1:] > drawn.comms_s["sum"][1:]).all()

@@ -144,8 +144,9 @@ def batch_cmd(model: o.ModelOpt, out: FigureOpt, as_json: PlotJsonOpt = False, *
     answer = solve_batch(problem)
     drawn = curves([answer])
     batch_crossover(drawn, f"{spec.name} on {device.name}", out)
-    _done(as_json, out, "batch", f"{spec.name} on {device.name}, overlap {problem.overlap}: compute-bound from B = "
-          f"{answer.global_batch:,.0f} tokens ({answer.per_device_batch:,.1f} per device)",
+    _done(as_json, out, "batch", f"{spec.name} on {device.name}, overlap {problem.overlap}: "
+          + (answer.verdict if answer.any_batch else
+             f"compute-bound from B = {answer.global_batch:,.0f} tokens ({answer.per_device_batch:,.1f} per device)"),
           lambda d: d.batch_crossover(drawn))
 
 

@@ -32,8 +32,9 @@ def curves(answers: list, batches=None, *, points: int = 400, span: float = 2.5)
     if not finite:
         raise CostModelError("this layout is never compute-bound (T_TP >= T_math at every batch): no crossover "
                              "to draw")
-    if batches is None:
-        batches = np.linspace(0, span * max(finite), points)
+    if batches is None:  # compute-bound at any batch (crossover 0): alpha N, pure DP's bound, sets the scale
+        scale = max(finite) or max(a.problem.alpha * a.problem.devices for a in answers)
+        batches = np.linspace(0, span * scale, points)
     batches = np.asarray(batches, dtype=float)
     times = {a.problem.overlap: a.problem.times(batches) for a in answers}
     first = times[answers[0].problem.overlap]
