@@ -6,14 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from costmodel.inputs import bounds
+from costmodel.inputs import arguments, bounds
 from costmodel.inputs.numbers import real, whole
 from costmodel.specs import SCHEDULES
 from costmodel.units import UnitSystem
 
-DEGREE = dict(parser=whole(1, bounds.DEVICES), metavar="N")
+DEGREE = dict(parser=whole(*arguments.DEGREE), metavar="N")
 STEPS = dict(parser=whole(1, bounds.STEPS), metavar="N")
-TORUS_AXES = dict(parser=whole(1, 8), metavar="N")
+TORUS_AXES = dict(parser=whole(*arguments.TORUS_AXES), metavar="N")
 
 def choices(values: tuple, name: str, **kwargs):
     """A typer.Option that takes one of ``values``: its metavar lists them when they fit a help column (20

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from costmodel.cli import options as o
-from costmodel.inputs import bounds
+from costmodel.inputs import arguments
 from costmodel.inputs.numbers import real, whole
 from costmodel.units import UnitSystem
 
@@ -15,14 +15,14 @@ from costmodel.units import UnitSystem
 #: the search's options, shared by `cost4d plan` and `cost4d plot plan`
 StepHardwareOpt = Annotated[str, typer.Option("--hardware", metavar="NAME|FILE",
                                               help="Device name or spec file (needs a step_model).")]
-GpusOpt = Annotated[int, typer.Option("--gpus", parser=whole(1, bounds.DEVICES), metavar="N", help="Devices to lay out.")]
-GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", parser=whole(1, bounds.TOKENS), metavar="TOKENS",
+GpusOpt = Annotated[int, typer.Option("--gpus", parser=whole(*arguments.GPUS), metavar="N", help="Devices to lay out.")]
+GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", parser=whole(*arguments.GLOBAL_BATCH), metavar="TOKENS",
                                              help="Tokens per optimizer step (all replicas, all micro-batches).")]
-SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(1, bounds.SEQUENCE), metavar="TOKENS",
+SeqOpt = Annotated[Optional[int], typer.Option("--seq", parser=whole(*arguments.SEQ), metavar="TOKENS",
                                                help="Sequence length of every layout (default: the model's).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", metavar="bf16|fp8",
                                            help="Matmul precision, as in `cost4d step`.")]
-HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(0, 0.9), metavar="FRACTION",
+HeadroomOpt = Annotated[float, typer.Option("--headroom", parser=real(*arguments.HEADROOM), metavar="FRACTION",
                                             help="Fraction of HBM to leave free (e.g. 0.05).")]
 #: what counts as fitting (--memory): the predicted peak, or the high end of the framework's band too
 FITS = ("likely", "sure")
@@ -72,7 +72,7 @@ def plan(
     framework: o.FrameworkOpt = "exact",
     precision: PrecisionOpt = "bf16",
     kernels: o.KernelsOpt = None,
-    top: Annotated[int, typer.Option(parser=whole(1, 1000), metavar="K", help="How many layouts to print.")] = 5,
+    top: Annotated[int, typer.Option(parser=whole(*arguments.TOP), metavar="K", help="How many layouts to print.")] = 5,
     headroom: HeadroomOpt = 0.0,
     memory: MemoryOpt = "likely",
     document: o.DocumentOpt = None,

@@ -8,6 +8,7 @@ quotes the value and says what is allowed; the CLI prints it as one line and exi
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from costmodel.errors import CostModelError
@@ -86,6 +87,8 @@ def memory_limit(value, flag: str = "--limit") -> float:
 
     if isinstance(value, str):
         return size(value, flag=flag, lo=MEMORY[0], hi=MEMORY[1], unit_required=True)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CostModelError(f"{flag} {shown(value)}: give a size such as '95GB' or a number of bytes")
     number = float(value)
     if not (math.isfinite(number) and MEMORY[0] <= number <= MEMORY[1]):
         raise CostModelError(f"{flag} {value!r}: allowed {MEMORY[0]:g} B to {MEMORY[1]:g} B")
