@@ -6,11 +6,17 @@
     api.solve_fsdp("xxl", limit="95GB").n_fsdp                      # 38
     api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=2, peak_flops=4.6e14, bandwidth=1.8e11)
     api.explain_batch(...)                                           # renders itself in Jupyter
+
+Bad arguments are one CostModelError naming the parameter, under the CLI's rules for the same option (an
+argument a function does not take, too: with the closest it does).
 """
 
 from __future__ import annotations
 
+import math
+
 from costmodel.errors import CostModelError
+from costmodel.inputs import arguments as arg
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import framework_profile, load_hardware, load_model, load_recipe
 
@@ -26,10 +32,13 @@ def _spec(model):
     return model
 
 
-def _device(hardware):
-    """A device: a shipped name, a spec file, a Hardware spec, or None."""
+def _device(hardware, required: bool = False):
+    """A device: a shipped name, a spec file, a Hardware spec, or None where not ``required``."""
     from costmodel.specs.hardware import Hardware
 
+    if hardware is None and required:
+        raise CostModelError("hardware = None: this question needs a device: give a device name (see `cost4d "
+                             "hardware`), a spec file or a Hardware spec")
     if hardware is None or isinstance(hardware, Hardware):
         return hardware
     if isinstance(hardware, str):
@@ -44,6 +53,13 @@ def _layout(**fields) -> Layout:
     return validate(Layout, fields, "layout")
 
 
+#: the keyword arguments a layout function takes beside its own: the Layout fields (fsdp=, tokens=, ...)
+LAYOUT_FIELDS = tuple(Layout.model_fields)
+#: the compute-bound question's keyword arguments (:func:`batch_problem`'s)
+QUESTION = ("fsdp", "tp", "mx", "my", "overlap", "pass_", "peak_flops", "bandwidth")
+
+
+@arg.checked_names(*LAYOUT_FIELDS)
 def memory(model, recipe: str | None = None, framework=None, **layout):
     """Per-device memory of the heaviest stage (``layout``: the Layout fields, e.g. fsdp=38, tokens=4096):
     ``.total_bytes`` (exact accounting), ``.components``, ``.state_bytes``, ``.stage``; with a
@@ -55,6 +71,7 @@ def memory(model, recipe: str | None = None, framework=None, **layout):
     return evaluate_layout(_spec(model), load_recipe(name), _layout(**layout), framework=frame).heaviest
 
 
+@arg.checked_names(*LAYOUT_FIELDS)
 def cost(model, recipe: str = "cs336", hardware=None, **layout):
     """Everything for one layout: ``.memory_bytes``, ``.flops``, ``.collectives``, ``.step`` (with a hardware)."""
     from costmodel.cost.evaluate import evaluate_layout
@@ -63,6 +80,7 @@ def cost(model, recipe: str = "cs336", hardware=None, **layout):
     return evaluate_layout(_spec(model), load_recipe(recipe), _layout(**layout), device)
 
 
+@arg.checked_names(*LAYOUT_FIELDS)
 def formula(model, recipe: str = "cs336", hardware=None, **layout):
     """The same, in letters: ``.cost`` holds expressions, ``.at(expr)`` evaluates one at the layout."""
     from costmodel.cost.symbolic import formula as build
@@ -71,20 +89,33 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
     return build(_spec(model), load_recipe(recipe), _layout(**layout), device)
 
 
+@arg.checked_names()
 def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = None, recipe: str | None = None,
          framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None):
     """The ``top`` layouts by predicted tokens/s: a list of dict rows (a pandas DataFrame if pandas is
-    installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble."""
+    installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble_fraction,
+    exposed_comm_s; empty where no layout fits. The numbers as `cost4d plan` takes them: ``gpus`` from 1,
+    ``global_batch`` tokens a whole number of ``seq`` (default the model's) sequences, ``top`` 1 to 1000,
+    ``headroom`` 0 to 0.9, ``document`` 1 to ``seq``."""
+    from costmodel.cost.step import PRECISIONS
     from costmodel.solve.plan import plan as search
 
+    gpus = arg.whole_number("gpus", gpus, *arg.GPUS)
+    global_batch = arg.whole_number("global_batch", global_batch, *arg.GLOBAL_BATCH)
+    seq = None if seq is None else arg.whole_number("seq", seq, *arg.SEQ)
+    top = arg.whole_number("top", top, *arg.TOP)
+    headroom = arg.real_number("headroom", headroom, *arg.HEADROOM)
+    precision = arg.choice("precision", precision, PRECISIONS)
     spec, frame = _spec(model), framework_profile(framework)
-    device = _device(hardware)
+    device = _device(hardware, required=True)
     rec = load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
-    if (seq or getattr(spec, "seq_len", None)) is None:
+    seq = seq or getattr(spec, "seq_len", None)
+    if seq is None:
         raise CostModelError(f"{spec.name} has no sequence length: give seq=")
-    if not 0 <= headroom <= 0.9:
-        raise CostModelError(f"headroom = {headroom!r}: give a fraction of HBM from 0 to 0.9")
-    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq or spec.seq_len,
+    if global_batch % seq:
+        raise CostModelError(f"global_batch = {global_batch:,} is not a whole number of seq = {seq:,} sequences")
+    document = None if document is None else arg.whole_number("document", document, 1, seq)  # at most a sequence
+    result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq,
                     framework=frame, precision=precision, top=top, headroom=headroom, document=document)
     rows = [{**p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
              "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble, "exposed_comm_s": p.exposed_comm_s}
@@ -96,6 +127,7 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     return pandas.DataFrame(rows)
 
 
+@arg.checked_names(*LAYOUT_FIELDS)
 def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB')."""
     from costmodel.solve.fsdp import solve_fsdp as solve
@@ -105,15 +137,24 @@ def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     return solve(_spec(model), load_recipe(recipe), _layout(**{"fsdp": 2, **layout}), limit_bytes)
 
 
+@arg.checked_names()
 def batch_problem(model, hardware, *, fsdp=1, tp=1, mx=1, my=1, overlap="sum", pass_="forward",
                   peak_flops=None, bandwidth=None):
-    """The compute-bound question with every constant explicit (overrides as given)."""
-    from costmodel.solve.problem import batch_problem as build
+    """The compute-bound question with every constant explicit (overrides as given): ``fsdp`` (X) and ``tp``
+    (Y) devices, ``mx`` and ``my`` torus axes (1 to 8), ``overlap`` 'sum' or 'max', ``pass_`` 'forward' or
+    'step', ``peak_flops`` (C, FLOP/s) and ``bandwidth`` (W, B/s) the device's unless given."""
+    from costmodel.inputs import bounds
+    from costmodel.solve.problem import OVERLAPS, PASSES, batch_problem as build
 
-    return build(_spec(model), _device(hardware), fsdp=fsdp, tp=tp, mx=mx, my=my, overlap=overlap,
-                 pass_=pass_, peak_flops=peak_flops, bandwidth=bandwidth)
+    question = dict(fsdp=arg.whole_number("fsdp", fsdp, *arg.DEGREE), tp=arg.whole_number("tp", tp, *arg.DEGREE),
+                    mx=arg.whole_number("mx", mx, *arg.TORUS_AXES), my=arg.whole_number("my", my, *arg.TORUS_AXES),
+                    overlap=arg.choice("overlap", overlap, OVERLAPS), pass_=arg.choice("pass_", pass_, PASSES),
+                    peak_flops=None if peak_flops is None else arg.real_number("peak_flops", peak_flops, *bounds.FLOPS),
+                    bandwidth=None if bandwidth is None else arg.real_number("bandwidth", bandwidth, *bounds.BANDWIDTH))
+    return build(_spec(model), _device(hardware, required=True), **question)
 
 
+@arg.checked_names(*QUESTION)
 def solve_batch(model, hardware, **question):
     """Smallest per-device and global batch with T_math >= T_comms (``per_device_batch`` infinite where the
     layout is never compute-bound; ``explain_batch`` refuses those)."""
@@ -122,16 +163,37 @@ def solve_batch(model, hardware, **question):
     return solve(batch_problem(model, hardware, **question))
 
 
+def _torus(device, torus, problem):
+    """``torus`` (a TPU slice, (4, 4, 4) or '4x4x4') checked against the device and the question, or None."""
+    if torus is None:
+        return None
+    ici = device.level("ici") if device.kind == "tpu" else None
+    if ici is None:
+        raise CostModelError(f"torus maps the split onto a TPU torus; {device.name} is a {device.kind_name}")
+    from costmodel.solve.split import MAX_AXES
+
+    shape = arg.torus_shape("torus", torus, ici.torus_axes or MAX_AXES)
+    chips = math.prod(shape)
+    if chips != problem.devices:
+        raise CostModelError(f"torus = {'x'.join(map(str, shape))} has {chips} chips, but fsdp x tp = "
+                             f"{problem.fsdp} x {problem.tp} = {problem.devices}")
+    return shape
+
+
+@arg.checked_names(*QUESTION)
 def optimize_split(model, hardware, torus=None, **question):
-    """Continuous X_opt and, with ``torus`` (e.g. (4, 4, 4)), the best whole-axis split."""
+    """Continuous X_opt and, with ``torus`` (a TPU slice of fsdp x tp chips: (4, 4, 4), or the CLI's '4x4x4'),
+    the best whole-axis split."""
     from costmodel.solve.split import check_slice, optimize_split as optimize
 
     problem = batch_problem(model, hardware, **question)
-    if torus is not None:
-        check_slice(problem, tuple(torus))
-    return optimize(problem, torus)
+    shape = _torus(_device(hardware), torus, problem)
+    if shape is not None:
+        check_slice(problem, shape)
+    return optimize(problem, shape)
 
 
+@arg.checked_names(*QUESTION)
 def explain_batch(model, hardware, **question):
     """The derivation of solve_batch as a Derivation (prints as text, renders in Jupyter)."""
     from costmodel.solve.explain import batch_derivation
@@ -141,6 +203,7 @@ def explain_batch(model, hardware, **question):
     return batch_derivation(require_compute_bound(batch_problem(model, hardware, **question)), _device(hardware).name)
 
 
+@arg.checked_names(*LAYOUT_FIELDS)
 def explain_memory(model, recipe: str = "cs336", **layout):
     """The derivation of :func:`memory` (a Derivation)."""
     from costmodel.solve.explain import memory_derivation
@@ -148,6 +211,7 @@ def explain_memory(model, recipe: str = "cs336", **layout):
     return memory_derivation(_spec(model), load_recipe(recipe), _layout(**layout))
 
 
+@arg.checked_names(*LAYOUT_FIELDS)
 def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
     """The derivation of :func:`solve_fsdp` (a Derivation)."""
     from costmodel.solve.explain import fsdp_derivation
@@ -157,16 +221,18 @@ def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
     return fsdp_derivation(_spec(model), load_recipe(recipe), lay, answer, f"the limit given ({limit})")
 
 
+@arg.checked_names(*QUESTION)
 def what_if(model, hardware, torus=None, **question):
-    """Question (d): ways to stay compute-bound at a smaller batch (rows with a stable ``key``)."""
+    """Question (d): ways to stay compute-bound at a smaller batch (rows with a stable ``key``); ``torus`` as
+    in :func:`optimize_split`."""
+    from costmodel.solve.split import check_slice
     from costmodel.solve.whatif import what_if as rows
 
+    problem = batch_problem(model, hardware, **question)
     device = _device(hardware)
     ici = device.level("ici") if device.kind == "tpu" else None
     dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
-    from costmodel.solve.split import check_slice
-
-    problem = batch_problem(model, hardware, **question)
-    if torus is not None:
-        check_slice(problem, tuple(torus))
-    return rows(problem, torus=torus, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)
+    shape = _torus(device, torus, problem)
+    if shape is not None:
+        check_slice(problem, shape)
+    return rows(problem, torus=shape, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)

@@ -9,16 +9,20 @@ from costmodel import api
 from costmodel.errors import CostModelError
 
 
+Q = dict(fsdp=16, tp=4, mx=2)  # the README's XXL question on a TPU v5p 4x4x4 slice
+PLAN = dict(gpus=8, global_batch=65536)  # llama3-8b on one H100 node
+
+
 @pytest.mark.parametrize("call, needle", [
-    (lambda: api.memory("xxl", fsdpp=3), "fsdpp = 3: Extra inputs are not permitted"),
+    (lambda: api.memory("xxl", fsdpp=3), "memory: no argument 'fsdpp'; closest: fsdp"),
     (lambda: api.memory("xxl", fsdp=0), "fsdp = 0"),
     (lambda: api.memory("xxl", fsdp="4"), "valid integer"),
     (lambda: api.memory(None), "give a built-in name"),
     (lambda: api.cost("llama3-8b", tokens=8192, seq=3000), "not a whole number of --seq"),
     (lambda: api.plan("xxl", "h100-sxm", gpus=16, global_batch=65536), "xxl has no sequence length"),
-    (lambda: api.plan("llama3-8b", "h100-sxm", gpus=8, global_batch=65536, headroom=1.5), "headroom = 1.5"),
-    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=1.5), "mx must be a positive integer"),
-    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, bandwidth=float("inf")), "positive finite"),
+    (lambda: api.plan("llama3-8b", "h100-sxm", **PLAN, headroom=1.5), "headroom = 1.5"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, mx=1.5), "mx = 1.5: give a whole number from 1 to 8"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, bandwidth=float("inf")), "bandwidth = inf"),
     (lambda: api.explain_batch("xxl", "tpu-v5p", fsdp=1, tp=64), "never compute-bound"),
     (lambda: api.solve_batch("xxl", 3, fsdp=16), "give a device name"),
 ])
@@ -26,6 +30,121 @@ def test_bad_arguments_are_one_clear_error(call, needle):
     with pytest.raises(CostModelError) as raised:
         call()
     assert needle in str(raised.value)
+
+
+@pytest.mark.parametrize("arguments, needle", [
+    # `cost4d plan` refuses each of these (--gpus, --global-batch, --seq: whole numbers from 1; --top 1 to 1000)
+    (dict(gpus=8, global_batch=-65536), "global_batch = -65,536 is out of range"),
+    (dict(**PLAN, seq=-8192), "seq = -8,192 is out of range"),
+    (dict(**PLAN, seq=0), "seq = 0 is out of range"),
+    (dict(gpus=-8, global_batch=65536), "gpus = -8 is out of range"),
+    (dict(gpus=0, global_batch=65536), "gpus = 0 is out of range"),
+    (dict(gpus=float("nan"), global_batch=65536), "gpus = nan: give a whole number"),
+    (dict(gpus=8.0, global_batch=65536), "gpus = 8.0: give a whole number"),
+    (dict(gpus=True, global_batch=65536), "gpus = True: give a whole number"),
+    (dict(gpus="8", global_batch=65536), "gpus = '8': give a whole number"),
+    (dict(**PLAN, top=0), "top = 0 is out of range: allowed from 1 to 1,000"),
+    (dict(**PLAN, headroom=float("nan")), "headroom = nan"),
+    (dict(**PLAN, headroom="0.1"), "headroom = '0.1': give a number"),
+    (dict(**PLAN, precision="fp4"), "precision = 'fp4': use bf16 or fp8"),
+    (dict(**PLAN, document=0), "document = 0 is out of range: allowed from 1 to 8,192"),
+    (dict(**PLAN, document=16384), "document = 16,384 is out of range: allowed from 1 to 8,192"),
+    (dict(gpus=8, global_batch=65537), "global_batch = 65,537 is not a whole number of seq = 8,192 sequences"),
+    (dict(gpus=8), "plan: missing a required argument: 'global_batch'"),
+    (dict(**PLAN, bogus=1), "plan: no argument 'bogus'"),
+    (dict(**PLAN, global_batch_=1), "closest: global_batch"),
+])
+def test_plan_refuses_what_the_cli_refuses_naming_the_parameter(arguments, needle):
+    with pytest.raises(CostModelError) as raised:
+        api.plan("llama3-8b", "h100-sxm", **arguments)
+    assert needle in str(raised.value) and "--" not in str(raised.value)
+
+
+@pytest.mark.parametrize("call, needle", [
+    # a TPU slice: whole numbers of chips per axis, fsdp x tp of them, at most the torus's axes
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(-4, -4, 4), **Q), "torus = (-4, -4, 4): every axis needs 1"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(4.0, 4, 4), **Q), "torus = (4.0, 4, 4): give the torus shape"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus="4by4", **Q), "torus = '4by4': give the torus shape"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(), **Q), "torus = (): give the torus shape"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(4, 4, 2), **Q), "torus = 4x4x2 has 32 chips, but fsdp x tp"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(2,) * 6, **Q), "has 6 axes; the torus has at most 3"),
+    (lambda: api.what_if("xxl", "tpu-v5p", torus=(-4, -4, 4), **Q), "torus = (-4, -4, 4)"),
+    (lambda: api.optimize_split("xxl", "h100-sxm", torus=(4, 4, 4), fsdp=16, tp=4),
+     "torus maps the split onto a TPU torus; h100-sxm is a GPU"),
+    # a question needs a device
+    (lambda: api.solve_batch("xxl", None), "hardware = None"),
+    (lambda: api.explain_batch("xxl", None), "hardware = None"),
+    (lambda: api.optimize_split("xxl", None), "hardware = None"),
+    (lambda: api.what_if("xxl", None), "hardware = None"),
+    (lambda: api.batch_problem("xxl", None), "hardware = None"),
+    (lambda: api.plan("llama3-8b", None, **PLAN), "hardware = None"),
+    # the compute-bound question under the CLI's rules, named as the API names them
+    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=0), "fsdp = 0 is out of range"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", tp=-4), "tp = -4 is out of range"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", fsdp=16, tp=4, my=9), "my = 9 is out of range: allowed from 1 to 8"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", bandwidth=-1), "bandwidth = -1 is out of range"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", peak_flops="4.6e14"), "peak_flops = '4.6e14': give a number"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", overlap="min"), "overlap = 'min': use sum or max"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", pass_="backward"), "pass_ = 'backward': use forward or step"),
+    (lambda: api.solve_fsdp("xxl", [95]), "limit [95]: give a size"),
+    (lambda: api.solve_fsdp("xxl", None), "limit None: give a size"),
+    (lambda: api.solve_fsdp("xxl", "95"), "limit '95': give a unit"),
+])
+def test_questions_name_the_api_parameter_not_a_cli_flag(call, needle):
+    with pytest.raises(CostModelError) as raised:
+        call()
+    assert needle in str(raised.value) and "--" not in str(raised.value)
+
+
+@pytest.mark.parametrize("name, call", [
+    ("memory", lambda: api.memory("xxl", bogus=1)),
+    ("cost", lambda: api.cost("xxl", bogus=1)),
+    ("formula", lambda: api.formula("xxl", bogus=1)),
+    ("solve_fsdp", lambda: api.solve_fsdp("xxl", "95GB", bogus=1)),
+    ("batch_problem", lambda: api.batch_problem("xxl", "tpu-v5p", bogus=1)),
+    ("solve_batch", lambda: api.solve_batch("xxl", "tpu-v5p", bogus=1)),
+    ("optimize_split", lambda: api.optimize_split("xxl", "tpu-v5p", bogus=1)),
+    ("explain_batch", lambda: api.explain_batch("xxl", "tpu-v5p", bogus=1)),
+    ("explain_memory", lambda: api.explain_memory("xxl", bogus=1)),
+    ("explain_fsdp", lambda: api.explain_fsdp("xxl", "95GB", bogus=1)),
+    ("what_if", lambda: api.what_if("xxl", "tpu-v5p", bogus=1)),
+    ("plan", lambda: api.plan("llama3-8b", "h100-sxm", **PLAN, bogus=1)),
+])
+def test_an_unknown_argument_is_named_with_the_closest_known_one(name, call):
+    with pytest.raises(CostModelError) as raised:
+        call()
+    assert str(raised.value).startswith(f"{name}: no argument 'bogus'; closest: ")
+
+
+@pytest.mark.parametrize("call, closest", [
+    (lambda: api.solve_batch("xxl", "tpu-v5p", pass_forward="step"), "pass_"),
+    (lambda: api.solve_batch("xxl", "tpu-v5p", ici_bandwidth=1.8e11), "bandwidth"),
+    (lambda: api.optimize_split("xxl", "tpu-v5p", slice="4x4x4", **Q), "fsdp"),
+    (lambda: api.cost("xxl", hardwre="h100-sxm"), "hardware"),
+])
+def test_the_closest_argument_is_the_one_meant(call, closest):
+    with pytest.raises(CostModelError, match=f"closest: {closest} "):
+        call()
+
+
+def test_good_calls_answer_as_before():
+    """Whole numbers may be numpy's; a torus may be a tuple, a list or the CLI's text; a limit bytes or text."""
+    import numpy as np
+
+    # the README's figures: N_FSDP = 38 under 95 GB; 395.3 tokens per device on the v5p question
+    assert api.solve_fsdp("xxl", "95GB").n_fsdp == api.solve_fsdp("xxl", 95e9).n_fsdp == 38
+    question = dict(Q, peak_flops=4.6e14, bandwidth=1.8e11)
+    assert api.solve_batch("xxl", "tpu-v5p", **question).per_device_batch == pytest.approx(395.3, abs=0.05)
+    same = dict(fsdp=np.int64(16), tp=np.int32(4), mx=2, peak_flops=np.float64(4.6e14), bandwidth=180_000_000_000)
+    assert (api.solve_batch("xxl", "tpu-v5p", **same).per_device_batch
+            == api.solve_batch("xxl", "tpu-v5p", **question).per_device_batch)
+    splits = {api.optimize_split("xxl", "tpu-v5p", torus=torus, **Q).best
+              for torus in ((4, 4, 4), [4, 4, 4], "4x4x4", (np.int64(4),) * 3)}
+    assert len(splits) == 1 and splits.pop().x in (4, 16)
+    rows = [api.plan("llama3-8b", "h100-sxm", **arguments, top=2) for arguments in
+            (PLAN, dict(gpus=np.int64(8), global_batch=65536, seq=8192, headroom=0))]
+    first, second = (r if isinstance(r, list) else r.to_dict("records") for r in rows)
+    assert first == second and len(first) == 2 and all(row["step_s"] > 0 and row["grad_accum"] >= 1 for row in first)
 
 
 def test_a_hardware_spec_works_where_a_name_does():
