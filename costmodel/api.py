@@ -17,6 +17,7 @@ import math
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import arguments as arg
+from costmodel.inputs.files import shown
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import framework_profile, load_hardware, load_model, load_recipe
 
@@ -46,6 +47,30 @@ def _device(hardware, required: bool = False):
     raise CostModelError(f"hardware: give a device name, a spec file or a Hardware spec (got {type(hardware).__name__})")
 
 
+def _framework(framework):
+    """A framework profile: a name, a profile file, a Framework spec; None (or 'exact') for the exact accounting."""
+    from costmodel.specs.framework import Framework
+
+    if framework is not None and not isinstance(framework, (str, Framework)):
+        raise CostModelError(f"framework = {shown(framework)}: give a framework name (see `cost4d frameworks`), a "
+                             "profile file or a Framework spec")
+    return framework_profile(framework)
+
+
+def _recipe(recipe, frame=None):
+    """A recipe: a name, a spec file or a Recipe spec; None for the framework's, else cs336."""
+    from costmodel.specs.recipe import Recipe
+
+    if isinstance(recipe, Recipe):
+        return recipe
+    if recipe is None:
+        return load_recipe((frame.recipe if frame is not None else None) or "cs336")
+    if not isinstance(recipe, str):
+        raise CostModelError(f"recipe = {shown(recipe)}: give a recipe name (cs336, fsdp2, zero, megatron, "
+                             "scaling-book), a spec file or a Recipe spec")
+    return load_recipe(recipe)
+
+
 def _layout(**fields) -> Layout:
     """A validated Layout; a bad field is one CostModelError naming it, as the CLI names its flag."""
     from costmodel.specs.load import validate
@@ -66,9 +91,8 @@ def memory(model, recipe: str | None = None, framework=None, **layout):
     ``framework`` ('nanotron'), ``.overheads``, ``.peak_bytes``, ``.reserved_bytes``, ``.peak_phase``."""
     from costmodel.cost.evaluate import evaluate_layout
 
-    frame = framework_profile(framework)
-    name = recipe or (frame.recipe if frame is not None else None) or "cs336"
-    return evaluate_layout(_spec(model), load_recipe(name), _layout(**layout), framework=frame).heaviest
+    frame = _framework(framework)
+    return evaluate_layout(_spec(model), _recipe(recipe, frame), _layout(**layout), framework=frame).heaviest
 
 
 @arg.checked_names(*LAYOUT_FIELDS)
@@ -77,7 +101,7 @@ def cost(model, recipe: str = "cs336", hardware=None, **layout):
     from costmodel.cost.evaluate import evaluate_layout
 
     device = _device(hardware)
-    return evaluate_layout(_spec(model), load_recipe(recipe), _layout(**layout), device)
+    return evaluate_layout(_spec(model), _recipe(recipe), _layout(**layout), device)
 
 
 @arg.checked_names(*LAYOUT_FIELDS)
@@ -86,7 +110,7 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
     from costmodel.cost.symbolic import formula as build
 
     device = _device(hardware)
-    return build(_spec(model), load_recipe(recipe), _layout(**layout), device)
+    return build(_spec(model), _recipe(recipe), _layout(**layout), device)
 
 
 @arg.checked_names()
@@ -106,9 +130,9 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     top = arg.whole_number("top", top, *arg.TOP)
     headroom = arg.real_number("headroom", headroom, *arg.HEADROOM)
     precision = arg.choice("precision", precision, PRECISIONS)
-    spec, frame = _spec(model), framework_profile(framework)
+    spec, frame = _spec(model), _framework(framework)
     device = _device(hardware, required=True)
-    rec = load_recipe(recipe or (frame.recipe if frame is not None else None) or "cs336")
+    rec = _recipe(recipe, frame)
     seq = seq or getattr(spec, "seq_len", None)
     if seq is None:
         raise CostModelError(f"{spec.name} has no sequence length: give seq=")
@@ -134,7 +158,7 @@ def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
     from costmodel.inputs.numbers import memory_limit
 
     limit_bytes = memory_limit(limit, "limit")
-    return solve(_spec(model), load_recipe(recipe), _layout(**{"fsdp": 2, **layout}), limit_bytes)
+    return solve(_spec(model), _recipe(recipe), _layout(**{"fsdp": 2, **layout}), limit_bytes)
 
 
 @arg.checked_names()
@@ -187,7 +211,11 @@ def optimize_split(model, hardware, torus=None, **question):
     from costmodel.solve.split import check_slice, optimize_split as optimize
 
     problem = batch_problem(model, hardware, **question)
-    shape = _torus(_device(hardware), torus, problem)
+    shape = _torus(_device(hardware), torus, problem)  # a torus on a GPU is refused first, as the CLI's --slice is
+    if problem.tp_bandwidth is not None:
+        raise CostModelError(f"optimize_split trades X for Y at one bandwidth W (a TPU torus); here the TP axis runs "
+                             f"at W_Y = {problem.w_tp:.4g} B/s and FSDP at W = {problem.bandwidth:.4g} B/s: compare "
+                             "layouts with api.plan instead")
     if shape is not None:
         check_slice(problem, shape)
     return optimize(problem, shape)
@@ -208,7 +236,7 @@ def explain_memory(model, recipe: str = "cs336", **layout):
     """The derivation of :func:`memory` (a Derivation)."""
     from costmodel.solve.explain import memory_derivation
 
-    return memory_derivation(_spec(model), load_recipe(recipe), _layout(**layout))
+    return memory_derivation(_spec(model), _recipe(recipe), _layout(**layout))
 
 
 @arg.checked_names(*LAYOUT_FIELDS)
@@ -218,7 +246,7 @@ def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
 
     answer = solve_fsdp(model, limit, recipe, **layout)
     lay = _layout(**{"fsdp": 2, **layout})
-    return fsdp_derivation(_spec(model), load_recipe(recipe), lay, answer, f"the limit given ({limit})")
+    return fsdp_derivation(_spec(model), _recipe(recipe), lay, answer, f"the limit given ({limit})")
 
 
 @arg.checked_names(*QUESTION)

@@ -71,6 +71,13 @@ def test_plan_refuses_what_the_cli_refuses_naming_the_parameter(arguments, needl
     (lambda: api.what_if("xxl", "tpu-v5p", torus=(-4, -4, 4), **Q), "torus = (-4, -4, 4)"),
     (lambda: api.optimize_split("xxl", "h100-sxm", torus=(4, 4, 4), fsdp=16, tp=4),
      "torus maps the split onto a TPU torus; h100-sxm is a GPU"),
+    (lambda: api.optimize_split("xxl", "h100-sxm", fsdp=8, tp=8), "optimize_split trades X for Y at one bandwidth"),
+    # a recipe and a framework are names, files or specs
+    (lambda: api.memory("xxl", recipe=5), "recipe = 5: give a recipe name"),
+    (lambda: api.cost("xxl", recipe=["cs336"]), "recipe = ['cs336']: give a recipe name"),
+    (lambda: api.memory("xxl", framework=5), "framework = 5: give a framework name"),
+    (lambda: api.plan("llama3-8b", "h100-sxm", **PLAN, recipe=5), "recipe = 5"),
+    (lambda: api.plan("llama3-8b", "h100-sxm", **PLAN, framework=[1]), "framework = [1]"),
     # a question needs a device
     (lambda: api.solve_batch("xxl", None), "hardware = None"),
     (lambda: api.explain_batch("xxl", None), "hardware = None"),
@@ -145,6 +152,10 @@ def test_good_calls_answer_as_before():
             (PLAN, dict(gpus=np.int64(8), global_batch=65536, seq=8192, headroom=0))]
     first, second = (r if isinstance(r, list) else r.to_dict("records") for r in rows)
     assert first == second and len(first) == 2 and all(row["step_s"] > 0 and row["grad_accum"] >= 1 for row in first)
+    # recipe=None is the default recipe (the framework's, else cs336), as memory's always was; a Recipe spec works too
+    assert api.cost("xxl", recipe=None, fsdp=8).memory_bytes == api.cost("xxl", fsdp=8).memory_bytes
+    recipe = api.load_recipe("megatron")
+    assert api.memory("xxl", recipe=recipe, fsdp=8).total_bytes == api.memory("xxl", recipe="megatron", fsdp=8).total_bytes
 
 
 def test_a_hardware_spec_works_where_a_name_does():
