@@ -33,7 +33,8 @@ def test_bad_arguments_are_one_clear_error(call, needle):
 
 
 @pytest.mark.parametrize("arguments, needle", [
-    # `cost4d plan` refuses each of these (--gpus, --global-batch, --seq: whole numbers from 1; --top 1 to 1000)
+    # `cost4d plan` refuses each of these (--gpus, --global-batch, --seq: whole numbers from 1; --top 1 to 1000, the
+    # API returning up to every feasible layout)
     (dict(gpus=8, global_batch=-65536), "global_batch = -65,536 is out of range"),
     (dict(**PLAN, seq=-8192), "seq = -8,192 is out of range"),
     (dict(**PLAN, seq=0), "seq = 0 is out of range"),
@@ -43,7 +44,7 @@ def test_bad_arguments_are_one_clear_error(call, needle):
     (dict(gpus=8.0, global_batch=65536), "gpus = 8.0: give a whole number"),
     (dict(gpus=True, global_batch=65536), "gpus = True: give a whole number"),
     (dict(gpus="8", global_batch=65536), "gpus = '8': give a whole number"),
-    (dict(**PLAN, top=0), "top = 0 is out of range: allowed from 1 to 1,000"),
+    (dict(**PLAN, top=0), "top = 0 is out of range: allowed from 1 to 1,000,000,000"),
     (dict(**PLAN, headroom=float("nan")), "headroom = nan"),
     (dict(**PLAN, headroom="0.1"), "headroom = '0.1': give a number"),
     (dict(**PLAN, precision="fp4"), "precision = 'fp4': use bf16 or fp8"),

@@ -27,6 +27,8 @@ GPUS = (1, bounds.DEVICES)
 GLOBAL_BATCH = (1, bounds.TOKENS)
 SEQ = (1, bounds.SEQUENCE)
 TOP = (1, 1000)
+#: how many layouts the API returns: every feasible one if asked (a script ranks or plots them all)
+TOP_RETURNED = (1, 10**9)
 #: fraction of HBM the planner leaves free
 HEADROOM = (0, 0.9)
 
