@@ -69,25 +69,25 @@ class Homework:
 
 def derivation_lines(derivation) -> list[str]:
     """An `explain` derivation's steps as answer lines (its title and conventions are the problem's)."""
-    from costmodel.solve.explain import LETTERS
+    from costmodel.solve.render import LETTERS
 
     text = derivation.render("text").splitlines()
     return [line for line in text[1:] if line.strip() and not line.startswith(("Conventions", LETTERS, "- "))]
 
 
 def _latex(hw: Homework, answers: bool) -> str:
-    from costmodel.solve.explain import _latex_text
+    from costmodel.solve.render import latex_text
 
-    lines = [rf"\section*{{{_latex_text(hw.title)}}}", _latex_text(hw.intro), r"\begin{enumerate}"]
+    lines = [rf"\section*{{{latex_text(hw.title)}}}", latex_text(hw.intro), r"\begin{enumerate}"]
     for part in hw.parts:
-        lines.append(rf"  \item[{part.label}] {_latex_text(part.question)}")
+        lines.append(rf"  \item[{part.label}] {latex_text(part.question)}")
         if answers:
             lines.append(r"  \begin{itemize}")
-            lines += [rf"    \item \texttt{{{_latex_text(line)}}}" for line in part.answer]
+            lines += [rf"    \item \texttt{{{latex_text(line)}}}" for line in part.answer]
             lines.append(r"  \end{itemize}")
     lines.append(r"\end{enumerate}")
     if answers:
-        lines.append("Conventions: " + _latex_text("; ".join(hw.conventions)) + ".")
+        lines.append("Conventions: " + latex_text("; ".join(hw.conventions)) + ".")
     return "\n".join(lines) + "\n"
 
 

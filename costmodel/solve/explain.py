@@ -12,6 +12,7 @@ import sympy as sp
 
 from costmodel.formulas import scaling as sc
 from costmodel.record import record
+from costmodel.solve.render import latex, render
 
 
 @record
@@ -57,9 +58,9 @@ class Derivation:
 
         return {"title": self.title, "conventions": list(self.conventions),
                 "steps": [{"title": s.title, "formula": None if s.formula is None else text(s.formula),
-                           "latex": None if s.formula is None else _latex(s.formula), "values": s.values,
+                           "latex": None if s.formula is None else latex(s.formula), "values": s.values,
                            "result": s.result} for s in self.steps],
-                "legend": [{"symbol": name, "latex": _latex(sp.Symbol(name)), "meaning": meaning}
+                "legend": [{"symbol": name, "latex": latex(sp.Symbol(name)), "meaning": meaning}
                            for name, meaning in self.legend().items()]}
 
     def _repr_markdown_(self) -> str:
@@ -174,72 +175,6 @@ def memory_steps(model, layout, heaviest, sym_components: dict, letters: dict) -
                       f"M = {heaviest.total_bytes:,.0f} B = {heaviest.total_bytes / 1e9:,.2f} GB "
                       f"= {heaviest.total_bytes / 2**30:,.2f} GiB"))
     return parts
-
-
-#: the heading of a text derivation's legend
-LETTERS = "Letters:"
-
-_LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$", "{": r"\{",
-          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"$<$", ">": r"$>$", "\n": " ", "\r": " "}
-
-
-def _latex_text(text: str) -> str:
-    """Text-mode LaTeX: every character LaTeX treats specially escaped in one pass, line breaks as
-    spaces (so no text leaves a comment or a paragraph); '>=' and '<=' as the signs they stand for."""
-    return "".join(_LATEX.get(char, char) for char in text).replace("$>$=", r"$\geq$").replace("$<$=", r"$\leq$")
-
-
-def readable(expr) -> str:
-    """A step's formula as text for people: 'T_math = 4 B D F/(C N)', 'alpha^2' (the JSON keeps
-    costmodel.cost.symbolic.text's '4*B*D*F/(C*N)', which sympy reads back)."""
-    from costmodel.cost.symbolic import text
-
-    return text(expr).replace("**", "^").replace("*", " ")
-
-
-def _latex(expr) -> str:
-    """LaTeX of a step's formula, each name of several letters set as one (cost.symbolic.latex_name)."""
-    from costmodel.cost.symbolic import latex
-
-    return latex(expr)
-
-
-def render(steps: list[Step], fmt: str, title: str, conventions: list[str], legend: dict | None = None) -> str:
-    """Text, Markdown (with $LaTeX$) or a LaTeX enumerate; then each letter's meaning (``legend``) and the
-    conventions."""
-    legend = legend or {}
-    lines = []
-    if fmt == "latex":
-        lines += [f"% {_latex_text(title)}", r"\begin{enumerate}"]
-        for s in steps:
-            body = f": $ {_latex(s.formula)} $" if s.formula is not None else ""
-            parts = [_latex_text(part) for part in (s.title, s.values, s.result)]
-            result = rf" \quad \textbf{{{parts[2]}}}" if s.result else ""
-            lines.append(rf"  \item {parts[0]}{body} {parts[1]}{result}".rstrip())
-        lines.append(r"\end{enumerate}")
-        if legend:
-            lines.append(r"Letters: " + "; ".join(f"${_latex(sp.Symbol(name))}$: {_latex_text(meaning)}"
-                                                    for name, meaning in legend.items()) + ".")
-        lines.append(r"Conventions: " + "; ".join(_latex_text(c) for c in conventions) + ".")
-        return "\n".join(lines)
-    md = fmt == "markdown"
-    lines.append(f"## {title}" if md else title)
-    for i, s in enumerate(steps, 1):
-        formula = "" if s.formula is None else (f"${_latex(s.formula)}$" if md else readable(s.formula))
-        step = [f"{i}. {s.title}" + (f": {formula}" if formula else "")]
-        if s.values:
-            step.append(f"   {s.values}")
-        if s.result:
-            step.append(f"   -> {'**' + s.result + '**' if md else s.result}")
-        lines += [line + "  " for line in step[:-1]] + step[-1:] if md else step  # Markdown: a line break each
-    if legend:
-        lines += ["", "**Letters**" if md else LETTERS]
-        lines += [f"- {'$' + _latex(sp.Symbol(name)) + '$' if md else name}: {meaning}"
-                  for name, meaning in legend.items()]
-    lines.append("")
-    lines.append("Conventions:" if not md else "**Conventions**")
-    lines += [f"- {c}" for c in conventions]
-    return "\n".join(lines)
 
 
 def memory_derivation(model, recipe, layout) -> Derivation:
