@@ -39,7 +39,8 @@ from fit_memory_nanotron import DATA, SEQ, layout_of  # noqa: E402
 
 from costmodel.cost.evaluate import evaluate_layout  # noqa: E402
 from costmodel.errors import CostModelError  # noqa: E402
-from costmodel.specs.framework import FRAMEWORKS, FrameworkTime  # noqa: E402
+from costmodel.specs.framework import FrameworkTime  # noqa: E402
+from costmodel.specs.framework_catalog import FRAMEWORKS  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
 
 #: Nelder-Mead's start: (kernel_factor, layer_floor_s, pipeline_tp_rank_s, data_factor)

@@ -17,7 +17,7 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core
 
 from costmodel.solve.plan import plan  # noqa: E402
-from costmodel.specs.framework import FRAMEWORKS  # noqa: E402
+from costmodel.specs.framework_catalog import FRAMEWORKS  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
 
 CASES = [("llama3-405b", "megatron", "megatron", 4096, 16 * 2**20, 8192),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from fit_memory_nanotron import DATA, layout_of  # noqa: E402
 
 from costmodel.cost.evaluate import evaluate_layout  # noqa: E402
-from costmodel.specs.framework import FRAMEWORKS  # noqa: E402
+from costmodel.specs.framework_catalog import FRAMEWORKS  # noqa: E402
 from costmodel.specs.load import load_hardware, load_model, load_recipe  # noqa: E402
 
 

@@ -119,8 +119,8 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     """The ``top`` layouts by predicted tokens/s: a list of dict rows (a pandas DataFrame if pandas is
     installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble_fraction,
     exposed_comm_s; empty where no layout fits. The numbers as `cost4d plan` takes them: ``gpus`` from 1,
-    ``global_batch`` tokens a whole number of ``seq`` (default the model's) sequences, ``top`` 1 to 1000,
-    ``headroom`` 0 to 0.9, ``document`` 1 to ``seq``."""
+    ``global_batch`` tokens a whole number of ``seq`` (default the model's) sequences, ``top`` 1 or more (every
+    feasible layout if asked; the CLI prints at most 1,000), ``headroom`` 0 to 0.9, ``document`` 1 to ``seq``."""
     from costmodel.cost.step import PRECISIONS
     from costmodel.solve.plan import plan as search
 
@@ -208,7 +208,7 @@ def _torus(device, torus, problem):
 def optimize_split(model, hardware, torus=None, **question):
     """Continuous X_opt and, with ``torus`` (a TPU slice of fsdp x tp chips: (4, 4, 4), or the CLI's '4x4x4'),
     the best whole-axis split."""
-    from costmodel.solve.split import check_slice, optimize_split as optimize
+    from costmodel.solve.split import API_NAMES, check_slice, optimize_split as optimize
 
     problem = batch_problem(model, hardware, **question)
     shape = _torus(_device(hardware), torus, problem)  # a torus on a GPU is refused first, as the CLI's --slice is
@@ -217,7 +217,7 @@ def optimize_split(model, hardware, torus=None, **question):
                              f"at W_Y = {problem.w_tp:.4g} B/s and FSDP at W = {problem.bandwidth:.4g} B/s: compare "
                              "layouts with api.plan instead")
     if shape is not None:
-        check_slice(problem, shape)
+        check_slice(problem, shape, API_NAMES)
     return optimize(problem, shape)
 
 
@@ -253,7 +253,7 @@ def explain_fsdp(model, limit, recipe: str = "cs336", **layout):
 def what_if(model, hardware, torus=None, **question):
     """Question (d): ways to stay compute-bound at a smaller batch (rows with a stable ``key``); ``torus`` as
     in :func:`optimize_split`."""
-    from costmodel.solve.split import check_slice
+    from costmodel.solve.split import API_NAMES, check_slice
     from costmodel.solve.whatif import what_if as rows
 
     problem = batch_problem(model, hardware, **question)
@@ -262,5 +262,5 @@ def what_if(model, hardware, torus=None, **question):
     dcn = next((lvl.bandwidth_bytes_per_s for lvl in device.network if lvl.kind == "dcn"), None)
     shape = _torus(device, torus, problem)
     if shape is not None:
-        check_slice(problem, shape)
+        check_slice(problem, shape, API_NAMES)
     return rows(problem, torus=shape, torus_axes=ici.torus_axes if ici else None, dcn_bandwidth=dcn)

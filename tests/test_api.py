@@ -70,6 +70,9 @@ def test_plan_refuses_what_the_cli_refuses_naming_the_parameter(arguments, needl
     (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(4, 4, 2), **Q), "torus = 4x4x2 has 32 chips, but fsdp x tp"),
     (lambda: api.optimize_split("xxl", "tpu-v5p", torus=(2,) * 6, **Q), "has 6 axes; the torus has at most 3"),
     (lambda: api.what_if("xxl", "tpu-v5p", torus=(-4, -4, 4), **Q), "torus = (-4, -4, 4)"),
+    # the layout as given on that slice (solve.split.check_slice), in the API's names
+    (lambda: api.optimize_split("xxl", "tpu-v5p", torus="4x4x4", fsdp=8, tp=8), "torus = 4x4x4: X = 8 (Y = 8) is not"),
+    (lambda: api.what_if("xxl", "tpu-v5p", torus="4x4x4", fsdp=4, tp=16, mx=2), "mx = 2: on torus = 4x4x4"),
     (lambda: api.optimize_split("xxl", "h100-sxm", torus=(4, 4, 4), fsdp=16, tp=4),
      "torus maps the split onto a TPU torus; h100-sxm is a GPU"),
     (lambda: api.optimize_split("xxl", "h100-sxm", fsdp=8, tp=8), "optimize_split trades X for Y at one bandwidth"),

@@ -155,7 +155,7 @@ def test_math_attention_stays_with_the_gemms():
 
 def test_kernel_choice_order_and_errors():
     h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-80gb")
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
 
     assert attention_kernel(h100) == h100.step_model.attention_kernel == "cudnn"
     assert attention_kernel(h100, FRAMEWORKS["nanotron"]) == "fa2"  # flash-attn 2

@@ -13,7 +13,7 @@ import pytest
 
 from costmodel.cost.evaluate import evaluate_layout
 from costmodel.errors import CostModelError
-from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.framework_catalog import FRAMEWORKS
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 

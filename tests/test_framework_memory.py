@@ -19,7 +19,7 @@ from costmodel.cost.point import Point
 from costmodel.cost.shape import Shape
 from costmodel.errors import CostModelError
 from costmodel.parallel.pipeline.stages import every_stage, stage_layers
-from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.framework_catalog import FRAMEWORKS
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 
@@ -958,3 +958,15 @@ def test_megatron_memory_fits_the_dgxc_layouts_that_ran():
                                             fsdp=2, zero=1, tokens=8192))):
         cost = evaluate_layout(load_model(model), recipe, Layout(**layout), hardware, framework=FRAMEWORKS["megatron"])
         assert cost.heaviest.total_bytes < hardware.hbm.usable_bytes, (model, cost.heaviest.total_bytes / 1e9)
+
+
+def test_a_profile_without_a_reserve_says_so_in_the_reserved_sentence(tmp_path):
+    """A profile file with no fitted reserve and no cached segment: the reserved peak is the allocations alone, and
+    the sentence says that (it printed 'allocations + .')."""
+    spec = FRAMEWORKS["torchtitan"].model_copy(update={"name": "mine", "activation_factor": 1.0, "reserve_bytes": 0.0})
+    path = tmp_path / "mine.json"
+    path.write_text(spec.model_dump_json())
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "llama3-8b", "--fsdp", "8", "--tokens",
+                          "8192", "--recipe", "fsdp2", "--framework", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    assert "Peak reserved: the forward-backward's allocations, nothing beyond them." in " ".join(out.split())

@@ -270,7 +270,7 @@ def check_framework_group(group: Group, layouts: list[Layout], framework) -> int
 def test_numbers_and_arrays_agree_under_a_framework(name):
     """The planner's arrays and `memory`/`step`'s numbers give the same memory (the framework's terms included),
     collectives and step under each framework profile, over random groups of layouts."""
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
 
     rng, checked, groups = random.Random(7), 0, 0
     while groups < 6:

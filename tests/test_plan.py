@@ -14,7 +14,7 @@ from costmodel.cost.evaluate import evaluate_layout
 from costmodel.errors import CostModelError
 from costmodel.solve.plan import plan
 from costmodel.solve.plan_candidates import candidates
-from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.framework_catalog import FRAMEWORKS
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 

@@ -8,7 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from costmodel.specs.catalog import BUILTIN_MODELS
-from costmodel.specs.framework import FRAMEWORKS, Framework
+from costmodel.specs.framework import Framework
+from costmodel.specs.framework_catalog import FRAMEWORKS
 from costmodel.specs.hardware import Hardware
 from costmodel.specs.load import builtin_model, hardware_dir, hardware_fields, hardware_names, load_hardware, read_file
 from costmodel.specs.model import FFNStack, MoE, Transformer

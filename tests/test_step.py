@@ -188,7 +188,7 @@ def test_cp_traffic_hides_behind_attention_where_ring_attention_overlaps_it():
     waited for at the second block) behind the first block only (attention / c), and only what exceeds them shows;
     the CP ranks' gradient all-reduce (weights replicated over CP) and Ulysses' all-to-alls (a2a) never hide."""
     from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
     from costmodel.specs.layout import Layout
     from costmodel.specs.load import load_hardware, load_model, load_recipe
 
@@ -295,7 +295,7 @@ def test_data_overlap_defaults_to_the_frameworks_own():
     is on at ZeRO-3 only (zero/config.py L351-353) and off under its pipeline engine; torchtitan (FSDP2) and the
     exact accounting overlap. The flag wins over any default."""
     from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
     from costmodel.specs.layout import Layout
     from costmodel.specs.load import load_hardware, load_model, load_recipe
 
@@ -337,7 +337,7 @@ def test_a_plans_mask_of_overlaps_is_each_layouts_own():
     from costmodel.cost.evaluate import evaluate
     from costmodel.cost.point import Point
     from costmodel.cost.shape import Shape
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
     from costmodel.specs.load import load_hardware, load_model, load_recipe
 
     shape, zero, h100 = Shape.of(load_model("llama3-8b")), load_recipe("zero"), load_hardware("h100-sxm")
@@ -563,7 +563,7 @@ def test_fsdp2_copies_inside_pipeline_stages_add_the_gradient_accumulation():
     later ones added in (2 + 4 + 4 B), at the HBM rate the memory-bound ops get (torch measured in
     tests/test_torch_distributed_llama.py); without a pipeline there is no accumulation."""
     from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
     from costmodel.specs.layout import Layout
     from costmodel.specs.load import load_hardware, load_model, load_recipe
 
@@ -633,7 +633,7 @@ def test_a_framework_no_run_times_reaches_the_slowest_measured_framework():
     nanotron's fitted time (the slowest framework that has runs), its fast end the DGXC band; Megatron's runs are
     among those h100-sxm's step model was fitted on, so its range is that fit's band."""
     from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
     from costmodel.specs.layout import Layout
     from costmodel.specs.load import load_model
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from costmodel.cost.evaluate import evaluate_layout
-from costmodel.specs.framework import FRAMEWORKS
+from costmodel.specs.framework_catalog import FRAMEWORKS
 from costmodel.specs.layout import Layout
 from costmodel.specs.load import load_hardware, load_model, load_recipe
 

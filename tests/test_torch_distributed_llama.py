@@ -283,7 +283,7 @@ def test_torchtitan_shards_over_the_data_and_cp_ranks_as_torch_does(measured):
     (Point.sharding). The worker runs no CP attention: its traffic (test_torch_ring_attention_sends_what_the_cp_kind_says)
     is left out of the comparison."""
     from costmodel.cost.evaluate import evaluate_layout
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
 
     world, ranks = measured
     cost = evaluate_layout(SPEC, RECIPES["fsdp2"], Layout(fsdp=world // 2, cp=2, tokens=T, reshard_after_forward=True),

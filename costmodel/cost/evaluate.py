@@ -134,19 +134,18 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
                 optimizer_params=optimizer_params(stages, recipe),
                 fsdp_copy_bytes=fsdp2_copies(framework, recipe, point, rows))
             step = timed_with(framework_time=framework.time_on(hardware) if framework is not None else None)
-            if kind == "number" and framework is not None and framework.unmeasured_time:
-                slow = timed_with(framework_time=slowest_measured_time(hardware)).step_s
-                step = replace(step, slowest_measured_s=slow)
+            slowest = slowest_measured_time(hardware) if framework is not None and framework.unmeasured_time else None
+            if kind == "number" and slowest is not None:
+                step = replace(step, slowest_measured_s=timed_with(framework_time=slowest).step_s)
     return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
 
 
 def slowest_measured_time(hardware):
     """The fitted time of the framework of the training data whose runs are slowest against the hardware model
-    (specs.framework.SLOWEST_MEASURED), applied on ``hardware`` (where its runs were not: an estimate)."""
-    from costmodel.specs.framework import FRAMEWORKS, SLOWEST_MEASURED
+    (specs.framework_catalog.SLOWEST_MEASURED) where it applies, on the device its runs were measured on; else None."""
+    from costmodel.specs.framework_catalog import FRAMEWORKS, SLOWEST_MEASURED
 
-    time = FRAMEWORKS[SLOWEST_MEASURED].time
-    return time.model_copy(update={"hardware": hardware.name})
+    return FRAMEWORKS[SLOWEST_MEASURED].time_on(hardware)
 
 
 def fsdp2_copies(framework, recipe, point, rows):

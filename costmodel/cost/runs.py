@@ -1,5 +1,5 @@
 """Whether a framework runs a layout: its pipeline schedules, its ZeRO stages and where they shard, its
-recomputation modes (each declared in its profile, specs/framework.py, with the code it is read from)."""
+recomputation modes (each declared in its profile, specs/framework_catalog.py, with the code it is read from)."""
 
 from __future__ import annotations
 

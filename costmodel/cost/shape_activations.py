@@ -25,8 +25,9 @@ class Activations:
         An MoE layer (unless ``dense``): its shared experts in place of the MLP, plus the routed experts'
         tensors on the busiest device (``routed_factor``: capacity factor or load imbalance). Under
         ``autocast`` the norms save ``residual_bytes`` inputs and each matmul reading a norm output saves
-        its own cast copy (:meth:`norm_output_copies`). ``fused_swiglu``: SwiGLU saves its input only
-        (formulas/activations.mlp_hidden_bytes_per_token)."""
+        its own cast copy (:meth:`norm_output_copies`). ``fused_swiglu``: the MLP's (and shared experts') SwiGLU
+        saves its input only (formulas/activations.mlp_hidden_bytes_per_token); routed experts keep torch's count
+        (Megatron-core's run weighted_bias_swiglu_impl, which folds the routing weight in: not modelled)."""
         if not self.attention:
             return act_bytes * mem.ffn_activation_elements_per_token(
                 d_model=self.width, d_ff=self.mlp_width, layers=1, gated=self.gated, activation=self.activation,
@@ -57,7 +58,7 @@ class Activations:
         if not moe:
             return out
         return self.moe_layer_activation_bytes_per_token(out, act_bytes=act_bytes, tp=tp, sp=sp,
-                                                         routed_factor=routed_factor, etp=etp, fused_swiglu=fused_swiglu)
+                                                         routed_factor=routed_factor, etp=etp)
 
     def norm_output_copies(self, autocast: bool, dense: bool = False) -> tuple[int, int]:
         """(copies of the attention norm's output, of the MLP norm's) that matmuls save. In low precision

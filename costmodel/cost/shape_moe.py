@@ -83,15 +83,14 @@ class MixtureOfExperts:
             capacity_factor=self.capacity_factor)
 
     # ---- activations ------------------------------------------------------------------------
-    def moe_layer_activation_bytes_per_token(self, with_shared, *, act_bytes, tp, sp: bool, routed_factor, etp,
-                                             fused_swiglu: bool = False):
+    def moe_layer_activation_bytes_per_token(self, with_shared, *, act_bytes, tp, sp: bool, routed_factor, etp):
         """An MoE layer per token: ``with_shared`` (the layer with its shared experts in place of the MLP),
         plus the routed experts' tensors on the busiest device (``routed_factor``: capacity factor or load
         imbalance), plus Qwen2-MoE's shared-expert gate."""
         out = with_shared + ac.routed_expert_bytes_per_token(hidden=self.width, top_k=self.top_k,
                                                              expert_ffn_hidden=self.expert_width, act_bytes=act_bytes,
                                                              gated=self.gated, tp=tp, routed_factor=routed_factor,
-                                                             etp=etp, fused_swiglu=fused_swiglu)
+                                                             etp=etp)
         if self.shared_gate:
             out = out + ac.shared_gate_bytes_per_token(hidden=self.width, act_bytes=act_bytes, tp=tp if sp else 1)
         return out

@@ -73,7 +73,8 @@ def _nccl_meaning(name: str) -> str:
     ops = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")
     op = max((o for o in ops if rest.startswith(o)), key=len, default=rest)
     algorithm = rest[len(op) + 1:] or "the algorithm and protocol NCCL's tuner picks"
-    return (f"seconds of one {op.replace('_', '-')} of an S-byte buffer (nccl-tests' size) over N nodes of g GPUs, by NCCL's tuning "
+    return (f"seconds of one {op.replace('_', '-')} of an S-byte buffer (nccl-tests' size; the 1st argument) over n nodes "
+            f"of g GPUs (the 2nd and 3rd), by NCCL's tuning "
             f"model ({algorithm}){' with the spec calibration' if fitted else ''}: a number once S, N, g are")
 
 

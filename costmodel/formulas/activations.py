@@ -129,12 +129,11 @@ def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_byte
     return (residual_bytes + act_bytes) * hidden + norm_stat_bytes + 4 * vocab / tp
 
 
-def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None,
-                                  fused_swiglu: bool = False):
+def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None):
     """What an MoE layer's routed experts save per token on the busiest device: for each of the
     k_e f token copies it receives (f: capacity factor, or the load imbalance), the copy and the
     expert's output (saved by the product with its routing weight) b_a 2 D, the weight b_a, and the
-    expert MLP's hidden tensors b_a 4 F_e / t (SwiGLU; fused: 3; GeLU 2: :func:`mlp_hidden_bytes_per_token`); and for each of its own k_e
+    expert MLP's hidden tensors b_a 4 F_e / t (SwiGLU; GeLU 2: :func:`mlp_hidden_bytes_per_token`); and for each of its own k_e
     token copies, the two int64 indices that permute and unpermute it (16 k_e), and the router's int64
     top-k indices and their fp32 softmax (12 k_e): 28 k_e / t.
 
@@ -147,7 +146,7 @@ def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes
     etp = tp if etp is None else etp
     copies = top_k * routed_factor * etp / tp
     per_copy = act_bytes * (2 * hidden + 1) + mlp_hidden_bytes_per_token(
-        ffn_hidden=expert_ffn_hidden, act_bytes=act_bytes, gated=gated, fused_swiglu=fused_swiglu) / etp
+        ffn_hidden=expert_ffn_hidden, act_bytes=act_bytes, gated=gated) / etp
     return copies * per_copy + 28 * top_k / tp
 
 

@@ -91,7 +91,7 @@ def recipes(as_json: bool) -> None:
 
 def frameworks(as_json: bool) -> None:
     from costmodel.cost.runs import recompute_flags
-    from costmodel.specs.framework import FRAMEWORKS
+    from costmodel.specs.framework_catalog import FRAMEWORKS
 
     if as_json:  # each spec as a profile file holds it (save it, edit it, pass it back with --framework FILE)
         emit_json({"frameworks": [{"name": f.name, "outside_allocator_bytes": f.outside_allocator_bytes,
@@ -182,7 +182,7 @@ def print_template(kind: str) -> None:
 
         spec, what = RECIPES["megatron"], "A precision recipe (here megatron's); pass --recipe FILE."
     else:
-        from costmodel.specs.framework import FRAMEWORKS
+        from costmodel.specs.framework_catalog import FRAMEWORKS
 
         spec, what = FRAMEWORKS["nanotron"], "A framework profile (here nanotron's); pass --framework FILE."
     sys.stdout.write(template(spec, what, first))

@@ -59,6 +59,8 @@ def reserved_reading(top, units) -> str:
     cached = [f"the {OVERHEAD_LABELS[k]} ({in_units(top.overheads[k], units)} {unit_name(units)}) kept cached from the "
               f"{'/'.join(OVERHEADS[k][0])}" for k in CACHED_SEGMENTS
               if top.overheads.get(k) and top.reserved_phase not in OVERHEADS[k][0]]
+    if not held + cached:
+        return f"Peak reserved: the {top.reserved_phase}'s allocations, nothing beyond them."
     kept = " (the caching allocator keeps a freed block for reuse)" if cached else ""
     return f"Peak reserved: the {top.reserved_phase}'s allocations + " + " + ".join(held + cached) + kept + "."
 

@@ -30,7 +30,8 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
                    "W": p.bandwidth, "W_Y": p.w_tp, "D": p.d_model, "F": p.d_ff},
     }
     if split is not None:
-        payload["x_opt"] = split.x_opt
+        payload["x_opt"] = split.x_opt  # the best continuous X in [1, N]; the formula's own value beside it
+        payload["x_stationary"] = split.x_stationary
         payload["continuous_per_device_batch"] = split.continuous_per_device_batch
         if split.best is not None:
             b = split.best
@@ -55,8 +56,8 @@ def batch(model, hardware, answer, split, thresholds: list, rows: list | None, a
         out.print(f"Model: {MLP_ONLY} (D = {p.d_model:,}, F = {p.d_ff:,})")
     a_y = "alpha" if p.tp_bandwidth is None else "alpha_Y"
     formula = (f"(alpha/(Y M_X)) / (1 - {a_y} Y/(M_Y F))" if p.overlap == "sum" else "alpha/(Y M_X)")
-    if answer.any_batch:
-        out.print(f"[bold]Compute-bound at any batch[/]: {answer.verdict.split(': ', 1)[1]} (B/N > {formula} = 0)")
+    if answer.any_batch:  # the formula's FSDP term is gone (X = 1): the verdict says why, without it
+        out.print(f"[bold]{answer.verdict[0].upper()}{answer.verdict[1:]}[/] (B/N = 0)")
     else:
         out.print(f"Compute-bound when B/N > {formula} = [bold]{answer.per_device_batch:,.1f}[/] tokens per device; "
                   f"global B > [bold]{answer.global_batch:,.0f}[/] tokens (binding: {answer.binding_term})")

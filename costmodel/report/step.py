@@ -208,15 +208,15 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
                           f"{_times(ft.steady_low)} the prediction: {_s(data['step_s_steady_low'])} - "
                           f"{_s(data['step_s_steady_high'])} s" if data["step_s_steady_low"] is not None else
                           f"The fit's runs span at most {ft.max_nodes} nodes: no range of runs that did not stall"))
-    elif low_high and b.slowest_measured_s is not None:
-        from costmodel.specs.framework import SLOWEST_MEASURED
+    elif low_high and b.slowest_measured_s is not None:  # on the device the slowest measured framework ran on
+        from costmodel.specs.framework_catalog import SLOWEST_MEASURED
 
         low, high = errors(hardware, b.precision, cost.shape.moe)
-        borrowed = " (widened for its borrowed step fraction)" if hardware.step_model.fraction_range else ""
         out.print(f"Range: no run of {literal(cost.framework.name)} is in the training data. Its fast end is the band of "
-                  f"the runs {literal(hardware.name)}'s step model was fitted on{borrowed} (measured {_times(high)} to "
-                  f"{_times(low)} the prediction); its slow end at least this layout at {SLOWEST_MEASURED}'s fitted "
-                  f"time ({_s(b.slowest_measured_s)} s), the slowest framework that has runs")
+                  f"the runs {literal(hardware.name)}'s step model was fitted on (measured {_times(high)} to "
+                  f"{_times(low)} the prediction); its slow end at least this layout, under "
+                  f"{literal(cost.framework.name)}'s recipe and overlap, at {SLOWEST_MEASURED}'s fitted time "
+                  f"({_s(b.slowest_measured_s)} s), the slowest framework that has runs")
     elif low_high and hardware.step_model.fraction_range is not None:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         f_low, f_high = hardware.step_model.fraction_range

@@ -100,8 +100,10 @@ def batch_steps(answer) -> list[Step]:
              + ("" if answer.compute_bound_ever else " >= T_math at every B")),
         Step(f"compute-bound when T_math >= T_comms (overlap '{p.overlap}')",
              sp.GreaterThan(sp.Symbol("T_math"), comms), "", ""),
+        Step("with no FSDP gather (T_FSDP = 0) it holds at every batch where", sp.StrictGreaterThan(
+            1, sc.tp_comm_share(alpha=alpha_y, tp=Y, my=MY, d_ff=F)), "", f"B/N = 0: {answer.verdict}")
+        if answer.any_batch else
         Step("solved for the tokens per device", sp.GreaterThan(B / N, closed), "",
-             f"B/N = 0: {answer.verdict}" if answer.any_batch else
              f"B/N = {answer.per_device_batch:,.1f} tokens per device (binding: {answer.binding_term})"),
         Step("global batch", sp.Eq(B, N * sp.Symbol("(B/N)")), f"N = {p.devices}",
              "B = 0 tokens: any global batch" if answer.any_batch else f"B = {answer.global_batch:,.0f} tokens"),

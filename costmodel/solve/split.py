@@ -68,26 +68,31 @@ def slice_spans(torus: tuple[int, ...], chips: int) -> list[tuple[int, int]]:
     return sorted(ways)
 
 
-def check_slice(p: BatchProblem, torus: tuple[int, ...]) -> None:
+#: how a message names the slice and the torus axes of each logical axis: the CLI's flags, or the API's parameters
+CLI_NAMES = {"slice": "--slice", "mx": "--mx", "my": "--my"}
+API_NAMES = {"slice": "torus =", "mx": "mx =", "my": "my ="}
+
+
+def check_slice(p: BatchProblem, torus: tuple[int, ...], names: dict = CLI_NAMES) -> None:
     """One line where the layout as given does not map onto ``torus``: N = X Y must be its chips, X the chips of whole
-    torus axes of it (Y those of the rest), and --mx/--my no more axes than those take (as cost.checks._torus_rule:
-    a group spans at most the axes it can fill)."""
-    shape = "x".join(map(str, torus))
+    torus axes of it (Y those of the rest), and M_X/M_Y no more axes than those take (as cost.checks._torus_rule:
+    a group spans at most the axes it can fill). ``names``: what to call the slice and M_X, M_Y in the message."""
+    shape, where = "x".join(map(str, torus)), names["slice"]
     if math.prod(torus) != p.devices:
-        raise CostModelError(f"--slice {shape} has {math.prod(torus)} chips, "
+        raise CostModelError(f"{where} {shape} has {math.prod(torus)} chips, "
                              f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
     ways = slice_spans(torus, p.fsdp)
     if not ways:
         sizes = sorted({math.prod(torus[i] for i in axes) for size in range(len(torus) + 1)
                         for axes in itertools.combinations(range(len(torus)), size)})
-        raise CostModelError(f"--slice {shape}: X = {p.fsdp} (Y = {p.tp}) is not made of whole torus axes of it: "
+        raise CostModelError(f"{where} {shape}: X = {p.fsdp} (Y = {p.tp}) is not made of whole torus axes of it: "
                              f"whole axes give X = {', '.join(map(str, sizes))}")
     fits = [(sx, sy) for sx, sy in ways if (p.fsdp == 1 or p.mx <= sx) and (p.tp == 1 or p.my <= sy)]
     if not fits:
         sx, sy = max(ways)
-        flag, axis, chips, most, asked = (("--mx", "FSDP", p.fsdp, sx, p.mx) if p.fsdp > 1 and p.mx > sx else
-                                          ("--my", "TP", p.tp, sy, p.my))
-        raise CostModelError(f"{flag} {asked}: on --slice {shape} the {axis} axis's {chips:,} chips span at most {most} "
+        flag, axis, chips, most, asked = ((names["mx"], "FSDP", p.fsdp, sx, p.mx) if p.fsdp > 1 and p.mx > sx else
+                                          (names["my"], "TP", p.tp, sy, p.my))
+        raise CostModelError(f"{flag} {asked}: on {where} {shape} the {axis} axis's {chips:,} chips span at most {most} "
                              f"torus {'axis' if most == 1 else 'axes'} (whole axes of the slice)")
 
 

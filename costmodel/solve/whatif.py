@@ -82,6 +82,9 @@ def hsdp_row(p: BatchProblem, slice_batch: float, dcn_bandwidth: float) -> WhatI
     2 (4DF/N)/W_dcn = 8DF/(N W_dcn), against the backward's 8 B_slice D F/(N C): B_slice > C/W_dcn, whatever X and Y.
     """
     dcn_tokens = p.peak_flops / dcn_bandwidth
+    if slice_batch == float("inf"):  # no batch makes the slice compute-bound: replicas change nothing
+        return WhatIf("hsdp", "HSDP: FSDP inside the slice, replicas across slices over DCN", slice_batch, slice_batch,
+                      "the slice is never compute-bound, so neither are its replicas")
     per_slice = max(slice_batch, dcn_tokens)
     binds = (f"B per slice > C/W_dcn = {dcn_tokens:,.0f} binds (the once-per-step gradient all-reduce between slices; "
              f"the slice alone needs {slice_batch:,.0f})" if dcn_tokens >= slice_batch else
@@ -96,7 +99,9 @@ def pipeline_row(p: BatchProblem, stages: int) -> WhatIf:
     whole batch, so B/N (per device of a stage) is solved for that X and the global B is B/N x N/k."""
     key, change = f"pp-{stages}", f"{stages} pipeline stages"
     if p.fsdp % stages:  # N/k devices per stage cannot hold a whole Y-wide TP group X/k times
-        why = (f"each stage has N/k = {p.devices}/{stages} = {p.devices / stages:g} chips, fewer than Y = {p.tp}"
+        each = p.devices / stages
+        why = (f"each stage has N/k = {p.devices}/{stages} = {each:g} chip{'' if each == 1 else 's'}, fewer than "
+               f"Y = {p.tp}"
                if p.fsdp < stages else f"X = {p.fsdp} does not split into {stages} stages of X/k FSDP chips")
         return WhatIf(key, change, None, None, f"no layout: {why}")
     x = p.fsdp // stages

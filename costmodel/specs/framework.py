@@ -153,12 +153,3 @@ class Framework(Spec):
     @property
     def exact(self) -> bool:
         return self.name == EXACT
-
-
-def __getattr__(name: str):
-    """The named profiles (FRAMEWORKS, SLOWEST_MEASURED) live in specs/framework_catalog.py, read on first use."""
-    if name in ("FRAMEWORKS", "SLOWEST_MEASURED"):
-        from costmodel.specs import framework_catalog
-
-        return getattr(framework_catalog, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

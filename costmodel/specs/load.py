@@ -258,7 +258,8 @@ def load_recipe(name: str):
 
 def load_framework(name: str):
     """A named framework profile, or a profile file (TOML/JSON with the Framework fields)."""
-    from costmodel.specs.framework import FRAMEWORKS, Framework
+    from costmodel.specs.framework import Framework
+    from costmodel.specs.framework_catalog import FRAMEWORKS
 
     frame = _named_or_file("framework", name, Framework, FRAMEWORKS)
     if _is_path(name) and frame.exact:  # the name says "no terms": a file's terms would be dropped unseen
