@@ -11,7 +11,7 @@ from __future__ import annotations
 from costmodel.cost import memory_bound
 from costmodel.cost.attention import attention_seconds
 from costmodel.cost.collectives import Timed, axis_family
-from costmodel.cost.flops import StepFlops, busiest_share, most_layers
+from costmodel.cost.flops import StepFlops, most_layers
 from costmodel.cost.gemm import expert_matmul_efficiency, matmul_efficiency
 from costmodel.cost.overlap import cp_exposed_seconds
 from costmodel.cost.placement import placement
@@ -126,12 +126,6 @@ class StepTime:
                 "tp_s": self.tp_s,
                 "cp_s": self.cp_s, "ep_s": self.ep_s, "p2p_s": self.p2p_s, "framework_s": self.framework_s,
                 "data_comm_s": self.data_comm_s, "data_exposed_s": self.data_exposed_s, "optimizer_s": self.optimizer_s}
-
-
-def slowest_stage(shape, stages):
-    """(p x the largest stage's share of the model's forward FLOPs, the most layers on a stage): the pair
-    cost.flops.busiest_share and cost.flops.most_layers give."""
-    return busiest_share(shape, stages), most_layers(stages)
 
 
 def matmul_seconds(hw_flops, attention_flops, *, hardware, efficiency, precision: str):
