@@ -44,8 +44,8 @@ def errors(hardware) -> dict:
 
 
 def printed_ranges(hardware) -> dict:
-    """The range `step` prints for each model (report.step.band): (low, high) seconds."""
-    from costmodel.report.step import band
+    """The range `step` prints for each model (cost.step_range.band): (low, high) seconds."""
+    from costmodel.cost.step_range import band
 
     out = {}
     for name in TABLE:

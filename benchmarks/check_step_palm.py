@@ -56,8 +56,8 @@ def main() -> None:
 
 
 def printed_mfu_range(step):
-    """The step range `step` prints (report.step.band), as MFU: (lowest, highest)."""
-    from costmodel.report.step import band
+    """The step range `step` prints (cost.step_range.band), as MFU: (lowest, highest)."""
+    from costmodel.cost.step_range import band
 
     fast, slow = band(step, palm_case()[3])
     mfu = step.mfu_with("full")

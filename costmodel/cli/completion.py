@@ -16,7 +16,7 @@ import typer.models
 #: an option's parameter -> (module, name) of the names it takes: a collection, or a function giving them
 #: (a NAME|FILE option takes files too, which completion leaves out); imported only when completing
 NAMES = {"model": ("costmodel.specs.catalog", "BUILTIN_MODELS"), "hardware": ("costmodel.specs.load", "hardware_names"),
-         "recipe": ("costmodel.specs.recipe", "RECIPES"), "framework": ("costmodel.specs.framework", "FRAMEWORKS"),
+         "recipe": ("costmodel.specs.recipe", "RECIPES"), "framework": ("costmodel.specs.framework_catalog", "FRAMEWORKS"),
          "op": ("costmodel.measure.results", "COLLECTIVES"), "algorithm": ("costmodel.measure.results", "ALGORITHMS")}
 
 

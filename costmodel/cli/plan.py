@@ -135,7 +135,7 @@ def _details(spec, rec, device, planned, frame, precision, kernels) -> dict:
     fit's band, and the step's range (the same numbers `memory` and `step` print)."""
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.memory import verdict
-    from costmodel.report.step import band
+    from costmodel.cost.step_range import band
     from costmodel.specs.layout import Layout
 
     cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
