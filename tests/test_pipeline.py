@@ -90,3 +90,26 @@ def test_schedules_reject_impossible_micro_batching(fields, message):
 def test_more_stages_than_layers():
     with pytest.raises(CostModelError, match="more than the model's 32 layers"):
         evaluate_layout(load_model("llama3-8b"), RECIPES["cs336"], Layout(pp=64))
+
+
+def test_interleaved_last_stage_holds_one_micro_batch_of_the_output_layer():
+    """Interleaved 1F1B: the last rank's warm-up holds only earlier chunks, and each forward of the last chunk runs
+    straight into its backward (Megatron's forward_backward_pipelining_with_interleaving), so the output layer's
+    saved tensors are there for one micro-batch while its layers count (v - 1) p + 1 chunk-micro-batches, here
+    (2 - 1) 4 + 1 = 5 chunks = 2.5 micro-batches; under 1F1B the last stage holds one of each. A vocabulary of
+    256,000 makes the output layer the larger part (it was counted 2.5 times)."""
+    import costs
+    from costmodel.specs.model import Transformer
+
+    spec = Transformer(name="bigvocab", hidden=2048, ffn_hidden=8192, layers=16, heads=16, kv_heads=8, head_dim=128,
+                       vocab=256000, seq_len=8192)
+    tokens, act = 8192, 2  # the megatron recipe: bf16 activations, no autocast
+    layers = 4 * tokens * costs.layer_bytes_per_token(spec, act, Layout())  # the last stage's 4 layers, one micro-batch
+
+    def last(schedule, chunks):
+        layout = Layout(pp=4, schedule=schedule, chunks=chunks, microbatches=4, tokens=tokens)
+        return evaluate_layout(spec, RECIPES["megatron"], layout).stages[-1].activation_bytes
+
+    extras_1f1b = last("1f1b", 1) - 1 * layers  # 1F1B's last stage: one micro-batch in flight
+    assert extras_1f1b > layers  # the output layer's logits dominate
+    assert last("interleaved", 2) == 2.5 * layers + 1 * extras_1f1b

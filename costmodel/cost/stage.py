@@ -64,25 +64,27 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
                                                   tp=point.tp, ends=point.tp_ends, dense_layers=dense)
     autocast = data.runs_autocast(recipe, point)
     if isinstance(autocast, bool):
-        per_token, rerun = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
+        per_token, last, rerun = _saved_per_token(shape, recipe, point, role, layers, dense, autocast)
     else:  # arrays of shard counts under FSDP2's policy: autocast where the data axis does not shard weights
-        (yes, rerun_yes), (no, rerun_no) = (_saved_per_token(shape, recipe, point, role, layers, dense, flag)
-                                            for flag in (True, False))
-        per_token, rerun = where(autocast, yes, no), where(autocast, rerun_yes, rerun_no)
+        (yes, last_yes, rerun_yes), (no, last_no, rerun_no) = (
+            _saved_per_token(shape, recipe, point, role, layers, dense, flag) for flag in (True, False))
+        per_token, last, rerun = (where(autocast, yes, no), where(autocast, last_yes, last_no),
+                                  where(autocast, rerun_yes, rerun_no))
     flight = pipeline.in_flight(point, role)
     copied = copied_params(shape, point, layers, dense, role) if shape.attention else None
     # a rerun under autocast casts the layer's weights again, and its matmuls save the copies (not selective's core)
     recast = point.recompute in ("full", "every", "op") and shape.attention
     copies = (where(autocast, recipe.compute_bytes * layer_matmul_params(shape, point, not shape.moe), 0)
               * indicator(recomputed_layers(layers, point) >= 1)) if recast else 0
-    return Stage(role, layers, params + routed, root, per_token * flight, flight, dense, routed, copied, autocast,
+    saved = per_token * flight + last * pipeline.output_in_flight(point, role)  # the output layer's: its own count
+    return Stage(role, layers, params + routed, root, saved, flight, dense, routed, copied, autocast,
                  rerun, copies)
 
 
 def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):
     """(The stage's saved bytes per micro-batch token on one device: kept layers whole, recomputed ones their
-    input, the first and last stages' extras; what one recomputed layer saves again in its backward, per token:
-    its whole saved set less what it kept). ``autocast``: the model runs under torch.autocast (fp32 residual
+    input, the first stage's extras; the last stage's output-layer extras, per token; what one recomputed layer saves
+    again in its backward, per token: its whole saved set less what it kept). ``autocast``: the model runs under torch.autocast (fp32 residual
     stream, a cast of each norm output per matmul)."""
     act = recipe.activation_bytes
     # under autocast the embedding output and the residual adds stay in the parameters' dtype (autocast lowers
@@ -112,7 +114,7 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
     last = role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp, norm_stats=point.norm_stats,
                                                               residual_bytes=residual_bytes)
     # the output layer's saved tensors are freed by the time backward reaches a layer: the rerun adds beyond them
-    return per_token + last, maximum(rerun - last, 0)
+    return per_token, last, maximum(rerun - last, 0)
 
 
 def layer_matmul_params(shape, point, dense_layer: bool):

@@ -10,7 +10,8 @@ from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatc
 from costmodel.mathops import ceil_div, above_one, exact_div, indicator, where
 from costmodel.parallel.collective import Collective, Rule, present, times_each
 from costmodel.parallel.data.state import runs_autocast
-from costmodel.parallel.pipeline.stages import StageRole, in_flight, representative_stages, stage_layers, stage_start
+from costmodel.parallel.pipeline.stages import (StageRole, in_flight, output_in_flight, representative_stages, stage_layers,
+                                                stage_start)
 
 NAME = "pp"
 
@@ -66,5 +67,5 @@ def collectives(shape, recipe, point) -> list[Collective]:
         Collective("send/recv", "pp", "gradients to the previous stage", "backward", 2, sends, size)), point.micro_steps)
 
 
-__all__ = ["NAME", "StageRole", "bubble", "checks", "collectives", "in_flight", "p2p_bytes",
+__all__ = ["NAME", "StageRole", "bubble", "checks", "collectives", "in_flight", "output_in_flight", "p2p_bytes",
            "representative_stages", "stage_layers", "stage_start"]

@@ -79,6 +79,14 @@ def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
     return role.index * floor_div(layers, pp) + minimum(role.index, remainder(layers, pp))
 
 
+def output_in_flight(point, role: StageRole):
+    """Micro-batches' worth of the output layer's saved tensors (and the loss's) the last stage holds at its peak:
+    under interleaved 1F1B one, as each forward of the last model chunk runs straight into its backward on the last
+    rank (Megatron-LM core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: its warm-up
+    of (v - 1) p forwards holds only earlier chunks); under the other schedules the stage's :func:`in_flight`."""
+    return 1 if point.schedule == "interleaved" else in_flight(point, role)
+
+
 def in_flight(point, role: StageRole):
     """Micro-batches' worth of activations the stage holds at its peak.
 
