@@ -168,15 +168,18 @@ def test_gpu_axis_leaves_the_nvlink_domain():
 
 
 def test_all_to_all_context_parallel_needs_whole_heads_per_rank():
-    """Ulysses partitions the heads over the c ranks (Jacobs et al. 2023, Sec. 3): 32 heads / tp 2 = 16 per TP
-    rank take cp 16, not cp 32; the ring has no such rule."""
+    """Ulysses partitions the heads over the c ranks (Jacobs et al. 2023, Sec. 3), K and V's too (Transformer
+    Engine's AttnFuncWithCPAndQKVOA2A asserts both): Llama 3 8B's 32 query and 8 KV heads / tp 2 = 16 and 4 per TP
+    rank take cp 4, not cp 16 (4 KV heads) nor cp 32 (16 query heads); the ring has no such rule."""
     from costmodel.errors import CostModelError
 
     llama = load_model("llama3-8b")
-    step_collectives(llama, CS336, Layout(tp=2, cp=16, cp_kind="a2a", tokens=131072))
+    step_collectives(llama, CS336, Layout(tp=2, cp=4, cp_kind="a2a", tokens=131072))
     step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="ring", tokens=131072))
     with pytest.raises(CostModelError, match="16 attention heads per TP rank .32 / --tp 2. to divide"):
         step_collectives(llama, CS336, Layout(tp=2, cp=32, cp_kind="a2a", tokens=131072))
+    with pytest.raises(CostModelError, match="8 KV heads per TP rank .4. to divide by it too"):
+        step_collectives(llama, CS336, Layout(tp=2, cp=16, cp_kind="a2a", tokens=131072))
 
 
 @pytest.mark.parametrize("block, norms", [("sequential", 2), ("parallel", 1), ("parallel-two-norms", 2)])

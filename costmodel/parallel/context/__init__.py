@@ -16,7 +16,7 @@ V it rotates are the ones SDPA receives: torchtitan's Llama repeats them to ever
 
 from __future__ import annotations
 
-from costmodel.mathops import above_one, divides, exact_div, where
+from costmodel.mathops import above_one, ceil_div, divides, exact_div, where
 from costmodel.parallel import tensor
 from costmodel.parallel.collective import Collective, Rule, present, rerun, times_each
 
@@ -25,7 +25,9 @@ NAME = "cp"
 
 def checks(shape, point) -> list[Rule]:
     """c must divide the model's training sequence (the layout spec checks the tokens); all-to-all CP
-    needs the heads per TP rank to divide by c (Jacobs et al. 2023, Sec. 3: heads are partitioned)."""
+    needs the query and the KV heads per TP rank to divide by c (Jacobs et al. 2023, Sec. 3: heads are partitioned;
+    TransformerEngine pytorch/attention.py, AttnFuncWithCPAndQKVOA2A: 'heads needs to be divisible by CP size' for
+    q and k)."""
     if not shape.attention:
         return []
     rules = [Rule(divides(point.cp, shape.seq_len),
@@ -36,6 +38,12 @@ def checks(shape, point) -> list[Rule]:
                           + (f"{shape.heads // point.tp:,} attention heads per TP rank ({shape.heads:,} / --tp "
                              f"{point.tp})" if point.tp != 1 else f"{shape.heads:,} attention heads")
                           + " to divide by it (all-to-all CP gives each rank whole heads)"))
+        kv = ceil_div(shape.kv_heads, point.tp) if point.tp_kv == "replicate" else shape.kv_heads / point.tp
+        rules.append(Rule(divides(point.cp, kv),
+                          lambda: f"--cp {point.cp} with --cp-kind a2a needs the {shape.kv_heads:,} KV heads"
+                          + (f" per TP rank ({kv:g})" if point.tp != 1 else "")
+                          + " to divide by it too (Transformer Engine's all-to-all CP asserts it: each rank takes whole "
+                          "K and V heads)"))
     return rules
 
 
