@@ -136,6 +136,26 @@ def test_fused_swiglu_saves_its_input_only(flash):
     assert torch.allclose(grads[0].float(), grads[1].float(), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("flash", [True, False], ids=["flash", "math"])
+def test_qk_norm_saves_each_heads_input_and_statistic(flash):
+    """Qwen3's per-head norms of the queries and keys save their input (the projections' output) and an fp32 rstd
+    per head: (a + a_kv)(b_a d_h + 4) bytes per token beyond the same block without them, as the formula counts."""
+    plain, x, cos, sin = block_and_inputs(flash)
+    normed = LlamaBlock(H, FFN, HEADS, KV_HEADS, HEAD_DIM, flash=flash, qk_norm=True).to(torch.bfloat16)
+    normed.load_state_dict({**plain.state_dict(), "q_norm": torch.ones(HEAD_DIM), "k_norm": torch.ones(HEAD_DIM)})
+    with torch.no_grad():
+        normed.q_norm.uniform_(0.5, 1.5)
+        normed.k_norm.uniform_(0.5, 1.5)
+    kept_plain, _, _ = measure(plain, x, cos, sin)
+    kept, parts, out = measure(normed, x, cos, sin)
+    out.float().sum().backward()
+    assert torch.isfinite(normed.q_norm.grad).all() and torch.isfinite(x.grad).all()
+    assert kept - kept_plain == TOKENS * (HEADS + KV_HEADS) * (ACT_BYTES * HEAD_DIM + 4)
+    qwen = spec().model_copy(update={"qk_norm": True})
+    assert kept == TOKENS * costs.layer_bytes_per_token(qwen, ACT_BYTES, Layout(flash=flash)), \
+        {k: v / TOKENS for k, v in parts.items()}
+
+
 def test_eager_attention_saves_what_the_formula_counts():
     """Hugging Face's eager attention (K, V repeated to all heads, fp32 softmax cast back), measured:
     equal to the formula with --attention eager, and more than grouped math attention by

@@ -90,10 +90,12 @@ class LlamaBlock(nn.Module):
     projections as one [gate | up] output through :class:`SwiGLUFunction` (Megatron-core's MLP)."""
 
     def __init__(self, hidden, ffn_hidden, heads, kv_heads, head_dim, flash: bool, gqa: str = "grouped",
-                 block: str = "sequential", swiglu: str = "torch"):
+                 block: str = "sequential", swiglu: str = "torch", qk_norm: bool = False):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim, self.flash, self.gqa = heads, kv_heads, head_dim, flash, gqa
         self.block, self.swiglu = block, swiglu
+        if qk_norm:  # Qwen3: an RMSNorm of d_h on each query and key head, before RoPE
+            self.q_norm, self.k_norm = nn.Parameter(torch.ones(head_dim)), nn.Parameter(torch.ones(head_dim))
         self.norm1 = nn.Parameter(torch.ones(hidden))
         self.norm2 = None if block == "parallel" else nn.Parameter(torch.ones(hidden))
         self.q = nn.Linear(hidden, heads * head_dim, bias=False)
@@ -130,6 +132,9 @@ class LlamaBlock(nn.Module):
         t["norm1_out"] = n1 = rms_norm(x, self.norm1)
         q = self.q(n1).view(b, s, self.heads, self.head_dim)
         k = self.k(n1).view(b, s, self.kv_heads, self.head_dim)
+        if hasattr(self, "q_norm"):
+            t["q_proj"], t["k_proj"] = q, k
+            q, k = rms_norm(q, self.q_norm), rms_norm(k, self.k_norm)
         t["v"] = v = self.v(n1).view(b, s, self.kv_heads, self.head_dim)
         t["q_rope"], t["k_rope"] = q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (b, heads, s, d)

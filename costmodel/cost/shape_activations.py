@@ -47,6 +47,10 @@ class Activations:
         else:
             inside = ac.inside_tp_bytes_per_token(**self._attn(), ffn_hidden=mlp_width, act_bytes=act_bytes,
                                                   gated=self.gated, fused_swiglu=fused_swiglu)
+            if self.qk_norm:  # Qwen3: each query and key head normed before RoPE, its input and statistic saved
+                inside = inside + ac.qk_norm_bytes_per_token(heads=self.heads, kv_heads=self.kv_heads,
+                                                             head_dim=self.head_dim, act_bytes=act_bytes,
+                                                             norm_stat_bytes=4 if norm_stats else 0)
             if self.fused and flash:  # V is a view of the fused QKV output, which flash keeps alive whole
                 inside = inside + ac.fused_qkv_view_bytes_per_token(heads=self.heads, kv_heads=self.kv_heads,
                                                                     head_dim=self.head_dim, act_bytes=act_bytes)

@@ -62,6 +62,15 @@ def mlp_hidden_bytes_per_token(*, ffn_hidden, act_bytes, gated, fused_swiglu: bo
     return act_bytes * ffn_hidden * ((3 if fused_swiglu else 4) if gated else 2)
 
 
+def qk_norm_bytes_per_token(*, heads, kv_heads, head_dim, act_bytes, norm_stat_bytes):
+    """A per-head norm of each query and key head (Qwen3's q_norm, k_norm) saves its input, the projection's output
+    (b_a d_h a queries and a_kv keys), and its statistic per head (a fused RMSNorm's fp32 rstd: 4 B); its output
+    feeds RoPE, whose products save only cos and sin (split over t with the heads):
+
+        (a + a_kv) (b_a d_h + s_n)"""
+    return (heads + kv_heads) * (act_bytes * head_dim + norm_stat_bytes)
+
+
 def fused_qkv_view_bytes_per_token(*, heads, kv_heads, head_dim, act_bytes):
     """With one fused QKV projection and flash attention, V is a view of the projection's output, and the
     kernel saves V as given: the whole Q K V storage stays alive, b_a (a + a_kv) d_h per token more than
