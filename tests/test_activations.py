@@ -101,3 +101,18 @@ def test_figure_7_percentages(name):
            for s_, r in variants]
     got.append(100 * costs.input_bytes_per_token(base_model, 2, base) / baseline)
     assert got == pytest.approx(list(FIG_7[name]), abs=0.2)
+
+
+@pytest.mark.parametrize("sp, per_token", [(False, 8192 * (4 + 2) + 4 + 4 * 128256 / 8),
+                                           (True, (8192 * (4 + 2) + 4) / 8 + 4 * 128256 / 8)])
+def test_the_output_layers_extras_split_over_t_under_sequence_parallelism(sp, per_token):
+    """Llama 3 70B's last stage under autocast (fp32 final-norm input, bf16 logits input, an fp32 rstd), t = 8: with
+    SP the final norm runs on the sequence shard and the output layer keeps its input before the gather (Megatron's
+    column-parallel linears save the local input; Korthikanti Sec. 4.2.2's 4sbh/t for the output layer's input):
+    everything but the fp32 logits splits over t (70,272.5 B per token, not 113,284.5)."""
+    from costmodel.cost.shape import Shape
+    from costmodel.specs.load import load_model
+
+    extras = Shape.of(load_model("llama3-70b")).last_stage_extra_bytes_per_token(act_bytes=2, tp=8, residual_bytes=4,
+                                                                                sp=sp)
+    assert extras == per_token

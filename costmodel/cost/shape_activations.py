@@ -94,12 +94,13 @@ class Activations:
             return 0
         return act_bytes * mem.autocast_input_cast_elements_per_token(d_model=self.width, gated=self.gated)
 
-    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp, norm_stats: bool = True, residual_bytes=None):
+    def last_stage_extra_bytes_per_token(self, *, act_bytes, tp, norm_stats: bool = True, residual_bytes=None,
+                                         sp: bool = False):
         """The output layer's extras on the last stage (final norm input in the residual stream's dtype,
-        its statistics, logits input, fp32 logits / t)."""
+        its statistics, logits input: / t under SP; fp32 logits / t)."""
         if not self.attention:
             return 0
         stats = (8 if self.layernorm else 4) if norm_stats else 0
         return ac.output_layer_bytes_per_token(hidden=self.width, vocab=self.vocab, act_bytes=act_bytes, tp=tp,
-                                               norm_stat_bytes=stats,
+                                               norm_stat_bytes=stats, sp=sp,
                                                residual_bytes=act_bytes if residual_bytes is None else residual_bytes)

@@ -112,7 +112,7 @@ def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autoc
         per_token = per_token + kept_dense * (shape.layer_activation_bytes_per_token(**options, dense=True) - kept)
     per_token = per_token + role.first * shape.first_stage_extra_bytes_per_token(act_bytes=act, autocast=autocast)
     last = role.last * shape.last_stage_extra_bytes_per_token(act_bytes=act, tp=point.tp, norm_stats=point.norm_stats,
-                                                              residual_bytes=residual_bytes)
+                                                              residual_bytes=residual_bytes, sp=point.sp)
     # the output layer's saved tensors are freed by the time backward reaches a layer: the rerun adds beyond them
     return per_token, last, maximum(rerun - last, 0)
 

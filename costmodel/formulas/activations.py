@@ -127,15 +127,18 @@ def rerun_layer_bytes_per_token(*, whole, kept):
     return whole - kept
 
 
-def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0, residual_bytes=2):
+def output_layer_bytes_per_token(*, hidden, vocab, act_bytes, tp, norm_stat_bytes=0, residual_bytes=2, sp=False):
     """The last stage's extras: final norm input and logits matmul input b_a h each, the final norm's
-    fp32 statistics (as every other norm's), fp32 logits 4V/t.
+    fp32 statistics (as every other norm's), fp32 logits 4V/t. Under sequence parallelism (``sp``) the final norm
+    runs on the sequence shard and the output layer saves its input before the gather, as every column-parallel
+    linear does (Megatron-core's LinearWithGradAccumulationAndAsyncCommunication saves the local input): all but
+    the logits split over t, as the layers' norm inputs (Korthikanti Sec. 4.2.2).
 
     Korthikanti Sec. 4.1 ('output layer ... 4sbv/t for the fp32 cross-entropy'), norm input as above.
     The loss's targets (int64 token ids, 8 B per token) and its scalar weight are not counted, like the
     first stage's input ids (measured in tests/test_torch_llama_activations.py).
     """
-    return (residual_bytes + act_bytes) * hidden + norm_stat_bytes + 4 * vocab / tp
+    return ((residual_bytes + act_bytes) * hidden + norm_stat_bytes) / (tp if sp else 1) + 4 * vocab / tp
 
 
 def routed_expert_bytes_per_token(*, hidden, top_k, expert_ffn_hidden, act_bytes, gated, tp, routed_factor, etp=None):
