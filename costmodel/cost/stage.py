@@ -17,7 +17,8 @@ class Stage:
     layers: object
     params: object  # on one device, before data-axis sharding
     root_params: object  # of which outside the blocks (embeddings, final norm, output layer)
-    activation_bytes_per_token: object  # one micro-batch token, times the micro-batches in flight
+    activation_bytes_per_token: object  # one micro-batch token, times the micro-batches in flight (the output layer's
+    # times its own: pipeline.output_in_flight)
     in_flight: object
     dense_layers: object = None  # of the layers, those with a dense MLP (None: all of them)
     expert_params: object = 0  # of the params, routed experts' (sharded over the experts' data group)
@@ -83,9 +84,9 @@ def stage(shape, recipe, point, role: StageRole) -> Stage:
 
 def _saved_per_token(shape, recipe, point, role: StageRole, layers, dense, autocast: bool):
     """(The stage's saved bytes per micro-batch token on one device: kept layers whole, recomputed ones their
-    input, the first stage's extras; the last stage's output-layer extras, per token; what one recomputed layer saves
-    again in its backward, per token: its whole saved set less what it kept). ``autocast``: the model runs under torch.autocast (fp32 residual
-    stream, a cast of each norm output per matmul)."""
+    input, the first stage's extras; the last stage's output-layer extras, per token; what one recomputed layer
+    saves again in its backward, per token: its whole saved set less what it kept). ``autocast``: the model runs
+    under torch.autocast (fp32 residual stream, a cast of each norm output per matmul)."""
     act = recipe.activation_bytes
     # under autocast the embedding output and the residual adds stay in the parameters' dtype (autocast lowers
     # matmuls, not adds or norms), so each norm saves an fp32 input; else the activations' dtype
