@@ -13,7 +13,6 @@ argument a function does not take, too: with the closest it does).
 
 from __future__ import annotations
 
-import math
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import arguments as arg
@@ -188,7 +187,8 @@ def solve_batch(model, hardware, **question):
 
 
 def _torus(device, torus, problem):
-    """``torus`` (a TPU slice, (4, 4, 4) or '4x4x4') checked against the device and the question, or None."""
+    """``torus`` (a TPU slice, (4, 4, 4) or '4x4x4') checked against the device, or None (solve.split.check_slice
+    checks it against the question)."""
     if torus is None:
         return None
     ici = device.level("ici") if device.kind == "tpu" else None
@@ -196,12 +196,7 @@ def _torus(device, torus, problem):
         raise CostModelError(f"torus maps the split onto a TPU torus; {device.name} is a {device.kind_name}")
     from costmodel.solve.split import MAX_AXES
 
-    shape = arg.torus_shape("torus", torus, ici.torus_axes or MAX_AXES)
-    chips = math.prod(shape)
-    if chips != problem.devices:
-        raise CostModelError(f"torus = {'x'.join(map(str, shape))} has {chips} chips, but fsdp x tp = "
-                             f"{problem.fsdp} x {problem.tp} = {problem.devices}")
-    return shape
+    return arg.torus_shape("torus", torus, ici.torus_axes or MAX_AXES)
 
 
 @arg.checked_names(*QUESTION)
@@ -212,13 +207,9 @@ def optimize_split(model, hardware, torus=None, **question):
 
     problem = batch_problem(model, hardware, **question)
     shape = _torus(_device(hardware), torus, problem)  # a torus on a GPU is refused first, as the CLI's --slice is
-    if problem.tp_bandwidth is not None:
-        raise CostModelError(f"optimize_split trades X for Y at one bandwidth W (a TPU torus); here the TP axis runs "
-                             f"at W_Y = {problem.w_tp:.4g} B/s and FSDP at W = {problem.bandwidth:.4g} B/s: compare "
-                             "layouts with api.plan instead")
     if shape is not None:
         check_slice(problem, shape, API_NAMES)
-    return optimize(problem, shape)
+    return optimize(problem, shape, API_NAMES)
 
 
 @arg.checked_names(*QUESTION)

@@ -69,8 +69,17 @@ def slice_spans(torus: tuple[int, ...], chips: int) -> list[tuple[int, int]]:
 
 
 #: how a message names the slice and the torus axes of each logical axis: the CLI's flags, or the API's parameters
-CLI_NAMES = {"slice": "--slice", "mx": "--mx", "my": "--my"}
-API_NAMES = {"slice": "torus =", "mx": "mx =", "my": "my ="}
+CLI_NAMES = {"slice": "--slice", "mx": "--mx", "my": "--my", "layout": "X x Y", "optimize": "--optimize-split",
+             "plan": "`cost4d plan`"}
+API_NAMES = {"slice": "torus =", "mx": "mx =", "my": "my =", "layout": "fsdp x tp", "optimize": "optimize_split",
+             "plan": "api.plan"}
+
+
+def check_chips(p: BatchProblem, torus: tuple[int, ...], names: dict = CLI_NAMES) -> None:
+    """One line where ``torus`` does not hold the question's N = X Y chips."""
+    if math.prod(torus) != p.devices:
+        raise CostModelError(f"{names['slice']} {'x'.join(map(str, torus))} has {math.prod(torus)} chips, "
+                             f"but {names['layout']} = {p.fsdp} x {p.tp} = {p.devices}")
 
 
 def check_slice(p: BatchProblem, torus: tuple[int, ...], names: dict = CLI_NAMES) -> None:
@@ -78,9 +87,7 @@ def check_slice(p: BatchProblem, torus: tuple[int, ...], names: dict = CLI_NAMES
     torus axes of it (Y those of the rest), and M_X/M_Y no more axes than those take (as cost.checks._torus_rule:
     a group spans at most the axes it can fill). ``names``: what to call the slice and M_X, M_Y in the message."""
     shape, where = "x".join(map(str, torus)), names["slice"]
-    if math.prod(torus) != p.devices:
-        raise CostModelError(f"{where} {shape} has {math.prod(torus)} chips, "
-                             f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
+    check_chips(p, torus, names)
     ways = slice_spans(torus, p.fsdp)
     if not ways:
         sizes = sorted({math.prod(torus[i] for i in axes) for size in range(len(torus) + 1)
@@ -96,18 +103,17 @@ def check_slice(p: BatchProblem, torus: tuple[int, ...], names: dict = CLI_NAMES
                              f"torus {'axis' if most == 1 else 'axes'} (whole axes of the slice)")
 
 
-def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None) -> SplitAnswer:
-    """Continuous optimum for p's M_X, M_Y, and the best whole-axis split of ``torus``."""
+def optimize_split(p: BatchProblem, torus: tuple[int, ...] | None, names: dict = CLI_NAMES) -> SplitAnswer:
+    """Continuous optimum for p's M_X, M_Y, and the best whole-axis split of ``torus`` (any split of its chips, the
+    layout as given or not); ``names``: the CLI's or the API's words in a refusal."""
     if p.tp_bandwidth is not None:
-        raise CostModelError(f"--optimize-split trades X for Y at one bandwidth W (a TPU torus); here the TP axis "
+        raise CostModelError(f"{names['optimize']} trades X for Y at one bandwidth W (a TPU torus); here the TP axis "
                              f"runs at W_Y = {p.w_tp:.4g} B/s and FSDP at W = {p.bandwidth:.4g} B/s: compare "
-                             "layouts with `cost4d plan` instead")
+                             f"layouts with {names['plan']} instead")
     x_opt, per_device, x_stationary = continuous_split(p)
     if torus is None:
         return SplitAnswer(x_opt, per_device, None, [], x_stationary)
-    if math.prod(torus) != p.devices:
-        raise CostModelError(f"--slice {'x'.join(map(str, torus))} has {math.prod(torus)} chips, "
-                             f"but X x Y = {p.fsdp} x {p.tp} = {p.devices}")
+    check_chips(p, torus, names)
     candidates = []
     for size in range(0, len(torus) + 1):
         for axes in itertools.combinations(range(len(torus)), size):
