@@ -60,9 +60,9 @@ def _holder(module: str) -> typer.Typer:
 def _group_options(plain: bool = typer.Option(False, "--plain", help="Plain tables (no box drawing, no colour); "
                                                "its commands take --plain too.")) -> None:
     """A command group's own options (`cost4d solve --plain fsdp`)."""
-    from costmodel.report import common
+    from costmodel.report.common import ask_plain
 
-    common.PLAIN = common.PLAIN or plain
+    ask_plain(plain)
 
 
 def _builders(holder: typer.Typer, instance: typer.Typer) -> dict:

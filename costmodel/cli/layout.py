@@ -127,9 +127,9 @@ def with_plain(command):
         return command
 
     def build(own, plain: bool) -> None:
-        from costmodel.report import common
+        from costmodel.report.common import ask_plain
 
-        common.PLAIN = common.PLAIN or plain
+        ask_plain(plain)
 
     return extend(command, {"plain": (o.PlainOpt, False)}, None, build)
 

@@ -39,7 +39,7 @@ def torus_axes(hardware: str) -> list[int]:
     """The TPU's largest slice's axes, longest first (its ICI level's max_shape)."""
     from costmodel.specs.load import load_hardware
 
-    return sorted(next(level.max_shape for level in load_hardware(hardware).network if level.max_shape), reverse=True)
+    return sorted(load_hardware(hardware).level("ici").max_shape, reverse=True)
 
 
 def holds(chips: int, axes: list[int]) -> bool:

@@ -34,6 +34,12 @@ def emitted_json(payload: dict, symbolic, as_json: bool) -> bool:
 PLAIN = False
 
 
+def ask_plain(plain: bool) -> None:
+    """--plain given anywhere on the command line (before the command, on a group, on the command) turns it on."""
+    global PLAIN
+    PLAIN = PLAIN or plain
+
+
 def terminal() -> bool:
     """Whether output goes to a terminal that gets rich's boxes and colours (not with --plain)."""
     import sys
