@@ -269,3 +269,31 @@ def test_nvls_tree_adds_three_loops_of_fill_to_the_time_with_the_measured_hop():
     tuner_us = nt.algo_time_us(coll=TUNED["all-reduce"], algo=algo, proto=proto, n_bytes=size, topo=with_hop(topo, 35.5))
     bandwidth = nt.tuned_bandwidth_gbs(coll="all_reduce", algo=algo, proto=proto, topo=topo)
     assert seconds == pytest.approx((tuner_us + 3 * 8 * 131072 * 16 / (1e3 * bandwidth)) * 1e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("size, per_channel", [
+    (2 * 2**20, 2**18),  # 8 channels of 256 KiB: less than a chunk, the whole of it
+    (16 * 2**20, 2**19),  # 2 MiB a channel: its first 512 KiB chunk
+])
+def test_tree_simple_adds_its_first_chunk_over_every_hop_but_the_slowest(size, per_channel):
+    """2 x 8 A100 over 4 EFA NICs (aws-p4de), Simple only: NCCL picks tree/Simple. A chunk (4 MiB / 8 steps =
+    512 KiB) is stored and forwarded through 2 x 7 NVLink hops at 240 / 8 = 30 GB/s a channel and 2 network hops at
+    4 x 12 / 8 = 6 GB/s a channel; the stream runs at one network hop's speed, so the time adds
+    chunk x (14 / 30 + 2 / 6 - 1 / 6) us per KB to the tuner's (with the measured hop), numbers and arrays alike."""
+    from costmodel.cost.nccl import TUNED, restricted, topology, with_hop
+    from costmodel.formulas import nccl_tuner as nt
+
+    algo, proto, seconds = choice("aws-p4de", "all-reduce", size, 2, 8, hop_us=30.0)
+    assert (algo, proto) == ("tree", "Simple")
+    topo = restricted(topology("aws-p4de", 2, 8), "auto")
+    tuner_us = nt.algo_time_us(coll=TUNED["all-reduce"], algo=algo, proto=proto, n_bytes=size, topo=with_hop(topo, 30.0))
+    fill_us = per_channel * (14 / 30 + 2 / 6 - 1 / 6) / 1e3
+    assert seconds == pytest.approx((tuner_us + fill_us) * 1e-6, rel=1e-12)
+    arrays = TunedCost("aws-p4de", "all-reduce", np.array([2.0, 2.0]), np.array([8.0, 8.0]), hop_us=30.0).seconds(
+        np.array([float(size), 2.0 * size]))
+    assert arrays[0] == pytest.approx(seconds, rel=1e-12)
+    # LL and LL128 forward lines as they arrive; other ops and one GPU: no fill
+    from costmodel.cost.nccl import tree_fill_per_byte
+
+    assert tree_fill_per_byte("all_reduce", "tree", "LL128", topo) == 0.0
+    assert tree_fill_per_byte("all_gather", "ring", "Simple", topo) == 0.0

@@ -18,6 +18,7 @@ from dataclasses import field, replace
 
 from costmodel.errors import CostModelError
 from costmodel.formulas import nccl_nvls as nvls
+from costmodel.formulas import nccl_tree as tree
 from costmodel.formulas import nccl_topologies as nx
 from costmodel.formulas import nccl_versions as nv
 from costmodel.formulas import nccl_tuner as nt
@@ -139,6 +140,9 @@ def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, 
     timed = timing(topo, hop_us if nodes > 1 else None)
     if timed is not topo:
         seconds = 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes, topo=timed)
+    per_byte = tree_fill_per_byte(TUNED[op], algo, proto, timed)
+    if per_byte:
+        seconds += 1e-6 * tree.fill_us(buffer_bytes, per_byte_us=per_byte, channels=topo.coll_channels)
     heads = nvls_heads(TUNED[op], algo, topo)
     if heads:
         seconds += 1e-6 * nvls.fill_us(buffer_bytes, heads=heads, max_channels=topo.nvls_channels, nodes=nodes,
@@ -155,13 +159,23 @@ def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
     return topo.max_local_ranks if nvls_here and coll == "all_reduce" else 0
 
 
+def tree_fill_per_byte(coll: str, algo: str, proto: str, topo: nt.Topology) -> float:
+    """Microseconds per byte of a channel's first chunk that a tree all-reduce with the Simple protocol adds to
+    the tuner's time (formulas/nccl_tree.py), else 0: the tuner's time stands."""
+    if (coll, algo, proto) != ("all_reduce", "tree", "Simple"):
+        return 0.0
+    return tree.fill_us_per_byte(ranks_per_node=topo.n_ranks // topo.n_nodes, nodes=topo.n_nodes,
+                                 channels=topo.coll_channels, nvlink_gbs=topo.nvlink_gbs,
+                                 network_gbs=topo.tree.n_channels * topo.tree.bw_inter_gbs)
+
+
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None,
                version: tuple = nv.TRANSCRIBED) -> list[tuple]:
     """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, timed bandwidth GB/s,
-    NVLS heads or 0, NVLS channels, nodes, the algorithm's index in nccl_tuner.ALGORITHMS) of every (algorithm,
-    protocol) the tuner would consider: NCCL's
+    NVLS heads or 0, NVLS channels, nodes, the algorithm's index in nccl_tuner.ALGORITHMS, a tree's fill in us
+    per byte or 0, the channels) of every (algorithm, protocol) the tuner would consider: NCCL's
     estimate = latency (x 1.4 past the plateau) + S / (1000 B x correction) picks one; its time takes the
-    timed latency and bandwidth (:func:`timing`), and NVLS heads add the pipeline fill."""
+    timed latency and bandwidth (:func:`timing`), and NVLS heads and a Simple tree add the pipeline fill."""
     topo = restricted(topology(preset, nodes, per_node, version), algorithm)
     timed = timing(topo, hop_us)
     coll, out = TUNED[op], []
@@ -178,7 +192,8 @@ def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, 
                             nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
                             nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=timed) or bandwidth,
                             nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes,
-                            nt.ALGORITHMS.index(algo)))
+                            nt.ALGORITHMS.index(algo), tree_fill_per_byte(coll, algo, proto, timed),
+                            topo.coll_channels))
     return out
 
 

@@ -14,6 +14,7 @@ import functools
 
 from costmodel.cost.nccl import TunedCost, candidates
 from costmodel.formulas import nccl_nvls as nvls
+from costmodel.formulas import nccl_tree as tree_fill
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.formulas import nccl_versions as nv
 
@@ -28,7 +29,7 @@ def array_seconds(cost: TunedCost, buffer_bytes):
     groups, group, s, back = _combos(cost, buffer_bytes, shape)
     table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us,
                    cost.version)
-    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes, algos = (
+    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes, algos, per_byte, coll = (
         column[:, group] for column in table)  # K x distinct (group, size)
     past = (plateau > 0) & (s >= plateau)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
@@ -44,6 +45,9 @@ def array_seconds(cost: TunedCost, buffer_bytes):
         fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(channels[picked], 1),
                             bandwidth_gbs=timed_bandwidth[picked], nodes=nodes[picked])
         chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
+    picked_per_byte = per_byte[picked]
+    if picked_per_byte.any():
+        chosen = chosen + tree_fill.fill_us(s, per_byte_us=picked_per_byte, channels=np.maximum(coll[picked], 1))
     free = np.array([one for _, _, one in groups], dtype=bool)[group]
     fits = np.array([cost.fit_for(algo) for algo in nt.ALGORITHMS])  # (offset, scale) of each algorithm's pick
     offset, scale = fits[algos[picked], 0], fits[algos[picked], 1]
@@ -116,7 +120,7 @@ def distinct(values):
 @functools.lru_cache(maxsize=256)
 def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, version: tuple = nv.TRANSCRIBED) -> tuple:
     """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, timed bandwidth, NVLS heads, NVLS
-    channels, nodes, algorithm index), each
+    channels, nodes, algorithm index, tree fill us per byte, channels), each
     K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
     is 'no correction'."""
     import numpy as np
@@ -128,13 +132,14 @@ def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, vers
     latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
     tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
         (k, len(pairs)), np.inf)
-    timed_bandwidth = np.ones((k, len(pairs)))
-    heads, channels, nodes, algos = (np.zeros((k, len(pairs)), dtype=int) for _ in range(4))
+    timed_bandwidth, per_byte = np.ones((k, len(pairs))), np.zeros((k, len(pairs)))
+    heads, channels, nodes, algos, coll = (np.zeros((k, len(pairs)), dtype=int) for _ in range(5))
     for j, rows in enumerate(found):
         for i, (lat, bw, tree_proto, plat, lat_timed, bw_timed, head_count, channel_count, node_count,
-                algo) in enumerate(rows):
+                algo, fill_per_byte, coll_channels) in enumerate(rows):
             latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
-            timed_bandwidth[i, j] = bw_timed
+            timed_bandwidth[i, j], per_byte[i, j], coll[i, j] = bw_timed, fill_per_byte, coll_channels
             heads[i, j], channels[i, j], nodes[i, j], algos[i, j] = head_count, channel_count, node_count, algo
             tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes, algos
+    return (latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes, algos,
+            per_byte, coll)

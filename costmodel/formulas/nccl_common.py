@@ -114,6 +114,7 @@ class Topology:
     algorithms_env: frozenset | None = None  # NCCL_ALGO as a set of names (no per-function prefixes)
     protocols_env: frozenset | None = None  # NCCL_PROTO likewise; listing LL128 forces it on
     version: tuple = nv.TRANSCRIBED  # the NCCL release, (major, minor, patch): older ones differ (nccl_versions)
+    nvlink_gbs: float = 0.0  # one GPU's NVLink as the topology counts it (links x speed); 0: unknown (no tree fill)
 
     def graph(self, algo: str) -> Graph:
         """graphs[] = {tree, ring, collnetDirect, collnetChain, nvls, nvls, tree} (init.cc:675)."""

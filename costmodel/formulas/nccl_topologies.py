@@ -27,8 +27,11 @@ from costmodel.formulas.nccl_tuner import (PATH_NVL, PATH_PIX, PATTERN_BALANCED_
 # PIX (estimate: one PCIe switch per GPU/NIC pair). Search: search.cc:928-1136 (walk-through in the
 # report); channel doubling: connect.cc:452, 466; NVLS channels 16 on SM90 (transport/nvls.cc:144, 176).
 
+H100_NVLINK_GBS = 18 * 20.6  # GPU<->NVSwitch: 18 links x SM90_NVLINK_BW
+A100_NVLINK_GBS = 12 * 20.0  # GPU<->NVSwitch: 12 links x SM80_NVLINK_BW (below)
+
 H100_1NODE = Topology(
-    n_nodes=1, n_ranks=8,
+    n_nodes=1, n_ranks=8, nvlink_gbs=H100_NVLINK_GBS,
     # 6 rings at 60 GB/s (6 x 60 = 360 <= 370.8), doubled to 12 x 30 by ncclTopoDupChannels (search.cc:898-910)
     ring=Graph(12, 30.0, 30.0, PATH_NVL, PATH_PIX, 0.0, True, PATTERN_RING),
     # tree held to the ring's 12 channels (init.cc:848-849): 12 x 30 = 360 fits, 12 x 40 does not
@@ -42,7 +45,7 @@ H100_1NODE = Topology(
 )
 
 H100_2NODES = Topology(
-    n_nodes=2, n_ranks=16,
+    n_nodes=2, n_ranks=16, nvlink_gbs=H100_NVLINK_GBS,
     # 8 rings NIC a -> 8 GPUs -> NIC b (crossNic=2), 48 GB/s each, 8 x 48 = 384 >= totalBw 370.8 (estimate)
     ring=Graph(8, 48.0, 48.0, PATH_NVL, PATH_PIX, 0.0, False, PATTERN_RING),
     # balanced tree fails at PIX; the SM90 fallback NCCL_TOPO_PATTERN_TREE finds 8 x 48 (estimate)
@@ -64,7 +67,7 @@ H100_2NODES = Topology(
 # Pass 2 raises bw for rings, only bwIntra for trees while bwIntra < 2 bwInter (search.cc:1105-1121).
 
 A100_1NODE = Topology(
-    n_nodes=1, n_ranks=8,
+    n_nodes=1, n_ranks=8, nvlink_gbs=A100_NVLINK_GBS,
     # maxBw = totalBw = 240 (search.cc:19-37); first speed 40 (search.cc:1012); 6 rings x 40 use the
     # 240 GB/s NVSwitch links up and 6 x 40 >= totalBw 240 ends pass 1 (search.cc:1036); doubled to
     # 12 x 20 (search.cc:904-909); pass 2 at 30 and 40 cannot hold 12 channels (search.cc:421, 1107-1110)
@@ -86,7 +89,7 @@ A100_1NODE = Topology(
 # min(24, 24, 25) = 24 GB/s; other NICs by PXN through the pair GPU (paths.cc:668-685).
 # maxBw 24, totalBw 240. AMD Rome host: llMaxBw row 1 (tuning.cc:220), netOverhead 2 us (tuning.cc:193).
 A100_2NODES_IB = Topology(
-    n_nodes=2, n_ranks=16,
+    n_nodes=2, n_ranks=16, nvlink_gbs=A100_NVLINK_GBS,
     # first inter speed <= maxBw 24 is 24 (search.cc:1012); one 24 GB/s ring per 25 GB/s NIC
     # (search.cc:611, 621): NET 2k -> GPU 2k -> GPU 2k-1 -> .. -> GPU 2k+1 -> NET 2k (NVSwitch neighbour
     # order, search.cc:281-297), 8 x 24 = 192 < 240; sameChannels replay fails on the used PCIe link
@@ -111,7 +114,7 @@ A100_2NODES_IB = Topology(
 # Cascade Lake host: llMaxBw row 0, netOverhead 1 us. Estimates: plugin version, and that no
 # aws-ofi-nccl tuner plugin overrides the choice.
 A100_2NODES_EFA4 = Topology(
-    n_nodes=2, n_ranks=16,
+    n_nodes=2, n_ranks=16, nvlink_gbs=A100_NVLINK_GBS,
     # first inter speed <= 12.5 is 12 (search.cc:1012); one ring per NIC (12.5 - 12 < 12, search.cc:611):
     # 4 x 12 = 48; at 6 GB/s (6/12 > .49, search.cc:1082) 8 x 6 = 48, not better; no doubling; pass 2
     # at 15 and up exceeds the NIC
@@ -139,7 +142,6 @@ H100_2NODES_EFA = replace(H100_2NODES, **{name: replace(getattr(H100_2NODES, nam
 SM90_INTRA_SPEEDS = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)  # search.cc:918
 SM90_INTER_SPEEDS = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
                      0.24, 0.12)  # search.cc:919
-H100_NVLINK_GBS = 18 * 20.6  # GPU<->NVSwitch, as above
 H100_NIC_PATH_GBS = 48.0  # GPU -> own NIC: min(PCIe Gen5 x16 48, NIC 50), the search's maxBw with NICs
 
 
