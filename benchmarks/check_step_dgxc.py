@@ -7,8 +7,11 @@
 Each row of shared/data/training-runs/nvidia_dgxc_h100_training.csv gives a workload, a GPU count,
 the measured step time and the layout in words; the layouts are written out below from the
 `config` column (NeMo: distributed optimizer as --fsdp N --zero 1, SP with TP; MaxText: pure FSDP).
-Rows cost4d cannot express are listed with the reason (the 405B proxy models at 32-128 GPUs). Prints predicted vs measured step time and the error per row, per workload
-and overall.
+The 405B runs split their layers as NeMo's recipe does, the embedding and the loss counting as a layer each
+(``split="ends"``: 126 + 2 over 8 x 8 chunks); its 32-128 GPU columns are proxy models of 8, 30 and 62 layers with
+their own GBS and PP (NVIDIA/dgxc-benchmarking@741c886 llama3.1/llama31_utils.py, llama31_auto_configs).
+Rows cost4d cannot express are listed with the reason. Prints predicted vs measured step time and the error per
+row, per workload and overall.
 """
 
 from __future__ import annotations
@@ -38,15 +41,21 @@ class Case:
     recipe: str = "megatron"
     layout: dict | None = None
     skipped: str | None = None
+    layers: int | None = None  # a proxy model's layer count (the rest of ``model`` as it is)
     precision: str = "bf16"
     fp8_casts: str = "te"  # MaxText: XLA fuses the fp8 quantization into its neighbours
 
 
-def _nemo(model, gpus, *, tp, pp, cp, vp, per_replica_dp, microbatches, seq):
+def _nemo(model, gpus, *, tp, pp, cp, vp, per_replica_dp, microbatches, seq, split="even"):
     dp = gpus // per_replica_dp
     return dict(model=model, layout=dict(
         tp=tp, sp=tp > 1, pp=pp, cp=cp, fsdp=dp, zero=1, tokens=seq, microbatches=microbatches if pp > 1 else None,
-        grad_accum=1 if pp > 1 else microbatches, schedule="interleaved" if vp > 1 else "1f1b", chunks=vp))
+        grad_accum=1 if pp > 1 else microbatches, schedule="interleaved" if vp > 1 else "1f1b", chunks=vp,
+        split=split))
+
+
+#: the 405B recipe's proxies: GPUs -> (layers, PP, VP, GBS) (llama31_auto_configs; TP8 CP2 throughout)
+PROXIES_405B = {32: (8, 1, 1, 64), 64: (30, 4, 8, 64), 128: (62, 4, 8, 128)}
 
 
 def case(row: dict) -> Case:
@@ -64,11 +73,14 @@ def case(row: dict) -> Case:
         return Case(**{**base.__dict__, **_nemo("llama3-70b", gpus, tp=4, pp=4, cp=2, vp=5, per_replica_dp=32,
                                                 microbatches=64, seq=8192)})
     if name.startswith("Llama 3.1 405b"):  # TP8 PP8 CP2 VP8, DP = G/128, GBS = G/2: 64 micro-batches
-        if gpus < 256:
-            return Case(name, gpus, measured, skipped="proxy model with fewer layers (the row's note)",
-                        precision=precision)
+        if gpus in PROXIES_405B:  # a proxy with fewer layers (the row's note)
+            layers, pp, vp, gbs = PROXIES_405B[gpus]
+            replica = 8 * pp * 2
+            return Case(**{**base.__dict__, "layers": layers, **_nemo(
+                "llama3-405b", gpus, tp=8, pp=pp, cp=2, vp=vp, per_replica_dp=replica,
+                microbatches=gbs // (gpus // replica), seq=8192, split="ends")})
         return Case(**{**base.__dict__, **_nemo("llama3-405b", gpus, tp=8, pp=8, cp=2, vp=8, per_replica_dp=128,
-                                                microbatches=64, seq=8192)})
+                                                microbatches=64, seq=8192, split="ends")})
     if name.startswith("NeMo Megatron"):  # GPT-3 175B seq 2048, TP4 PP8 VP6, DP = G/32, GBS = 2 G: 64
         return Case(**{**base.__dict__, **_nemo("gpt3-175b", gpus, tp=4, pp=8, cp=1, vp=6, per_replica_dp=32,
                                                 microbatches=64, seq=2048)})
@@ -82,7 +94,10 @@ def case(row: dict) -> Case:
 
 
 def predicted(c: Case, hardware) -> float:
-    cost = evaluate_layout(load_model(c.model), load_recipe(c.recipe), Layout(**c.layout), hardware,
+    model = load_model(c.model)
+    if c.layers is not None:
+        model = model.model_copy(update={"layers": c.layers})
+    cost = evaluate_layout(model, load_recipe(c.recipe), Layout(**c.layout), hardware,
                            precision=c.precision, fp8_casts=c.fp8_casts)
     return cost.step.step_s
 

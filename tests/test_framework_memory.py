@@ -61,6 +61,36 @@ def test_compute_split_is_nanotrons_walk(name):
         assert [stage_layers(shape.layers, pp, r, "compute", (c, c_o)) for r in every_stage(pp)] == expected
 
 
+@pytest.mark.parametrize("layers, pp, expected", [
+    (126, 8, [15, 16, 16, 16, 16, 16, 16, 15]),  # Llama 3.1 405B: 128 slots of 16, the embedding's and the loss's
+    (30, 4, [7, 8, 8, 7]),  # DGXC's 405B proxy (30 layers over PP 4: 32 slots)
+    (126, 1, [126]),  # one stage holds the embedding, every layer and the loss
+    (10, 4, [2, 3, 3, 2]),  # 12 slots of 3
+    (11, 4, [3, 3, 3, 2]),  # 13 slots: the first takes the one more, as the even split does
+])
+def test_ends_split_counts_the_embedding_and_the_loss_as_a_layer(layers, pp, expected):
+    """Megatron-core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+    (transformer_block.get_num_layers_to_build: L + 1 + 1 layers over the stages, one fewer built on the first
+    and on the last); each stage starts where the ones before it end."""
+    from costmodel.parallel.pipeline.stages import stage_start
+
+    roles = every_stage(pp)
+    assert [stage_layers(layers, pp, r, "ends") for r in roles] == expected
+    assert [stage_start(layers, pp, r, "ends") for r in roles] == [sum(expected[:i]) for i in range(pp)]
+
+
+def test_ends_split_arrays_match_single_layouts():
+    """The planner's arrays (first, second and last stage) see the ends split as single layouts do."""
+    shape = Shape.of(load_model("llama3-8b"))
+    pps = np.array([1, 2, 4, 8])
+    arrays = evaluate(shape, MEGATRON, Point(pp=pps, microbatches=pps, split="ends", tokens=np.full(4, 4096)))
+    for i, pp in enumerate(pps.tolist()):
+        one = evaluate(shape, MEGATRON, Point(pp=pp, microbatches=pp, split="ends", tokens=4096))
+        assert arrays.stages[0].stage.layers[i] == one.stages[0].stage.layers
+        assert arrays.stages[-1].stage.layers[i] == one.stages[-1].stage.layers
+        assert arrays.memory_bytes[i] == pytest.approx(one.memory_bytes, rel=1e-12)
+
+
 def test_compute_split_arrays_match_single_layouts():
     """The planner's arrays see the first, second and last stage as single layouts do."""
     shape = Shape.of(load_model("nanotron-3b"))
@@ -949,15 +979,25 @@ def test_megatron_memory_fits_the_dgxc_layouts_that_ran():
     """NVIDIA's DGXC Llama 3.1 8B recipe (TP1 CP2, ZeRO-1 over data x CP, 8,192 tokens, fp32 gradient buffer) and its
     70B fp8 one (TP4 PP8 VP5, bf16 gradients: grad_reduce_in_fp32 = False for fp8) ran on 80 GB H100s
     (shared/data/training-runs): the megatron profile's exact accounting fits them in the usable HBM once its fused
-    SwiGLU saves its input only (without it, 84.4 and 92.7 GB for 8 and 64 GPUs)."""
+    SwiGLU saves its input only (80.7 and 76.9 GB). So does the 405B one (TP8 PP8 CP2
+    VP8, fp32 gradient buffer, data 4: 512 GPUs) once its 126 layers are split as NeMo's recipe splits
+    them, the embedding and the loss counting as a layer each (16 a stage, 15 on the first and last); as an even
+    split (16 on the first six stages) it needs 87.6 GB."""
     hardware = load_hardware("h100-sxm")
     bf16_grads = MEGATRON.model_copy(update={"grads": "bf16", "grad_comm": "bf16"})
+    needs = []
     for model, recipe, layout in (
             ("llama3-8b", MEGATRON, dict(cp=2, fsdp=4, zero=1, tokens=8192, grad_accum=32)),
             ("llama3-70b", bf16_grads, dict(tp=4, sp=True, pp=8, schedule="interleaved", chunks=5, microbatches=64,
-                                            fsdp=2, zero=1, tokens=8192))):
+                                            fsdp=2, zero=1, tokens=8192)),
+            ("llama3-405b", MEGATRON, dict(tp=8, sp=True, pp=8, schedule="interleaved", chunks=8, microbatches=64, cp=2,
+                                           fsdp=4, zero=1, tokens=8192, split="ends"))):
         cost = evaluate_layout(load_model(model), recipe, Layout(**layout), hardware, framework=FRAMEWORKS["megatron"])
         assert cost.heaviest.total_bytes < hardware.hbm.usable_bytes, (model, cost.heaviest.total_bytes / 1e9)
+        needs.append(round(cost.heaviest.total_bytes / 1e9, 1))
+    assert needs == [80.7, 76.9, 84.6] and round(hardware.hbm.usable_bytes / 1e9, 1) == 85.5
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "80 GB H100s, is 80.7, 76.9 and 84.6 GB, under the usable 85.5" in readme
 
 
 def test_a_profile_without_a_reserve_says_so_in_the_reserved_sentence(tmp_path):

@@ -128,8 +128,10 @@ TpKvOpt = Annotated[str, typer.Option(metavar="split|replicate",
     help="KV heads under TP: split (--tp must divide them) or replicate (--tp may be a multiple of them: each "
     "rank keeps a copy of the KV head its query heads read, and the copies' gradients are all-reduced).",
     rich_help_panel=_ADV)]
-SplitOpt = Annotated[Optional[str], typer.Option(metavar="even|compute",
-    help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more) or compute "
+SplitOpt = Annotated[Optional[str], typer.Option(metavar="even|ends|compute",
+    help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more), ends (even over L + 2: "
+    "the embedding and the loss count as a layer each on the first and last stage, as Megatron's "
+    "account_for_embedding and account_for_loss options do) or compute "
     "(nanotron: balanced by matmul weights with the output layer as V D, so early stages take more); "
     "default the --framework's (even for exact).", rich_help_panel=_ADV)]
 MicroOpt = Annotated[Optional[int], typer.Option(**STEPS,

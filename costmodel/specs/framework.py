@@ -24,7 +24,7 @@ class Framework(Spec):
     name: Name
     description: Text = ""
     recipe: Name | None = field(None, description="the precision recipe the framework trains with, if fixed")
-    split: Literal["even", "compute"] = field("even", description="how it spreads layers over pipeline stages")
+    split: Literal["even", "ends", "compute"] = field("even", description="how it spreads layers over pipeline stages")
     attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")

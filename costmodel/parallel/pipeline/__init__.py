@@ -18,12 +18,15 @@ NAME = "pp"
 
 def checks(shape, point) -> list[Rule]:
     """No more stages than layers (uneven splits are allowed: the first stages take one more), and at
-    least one layer in every interleaved model chunk."""
-    return [Rule(point.pp <= shape.layers,
-                 lambda: f"--pp {point.pp} is more than the model's {shape.layers} layers"),
-            Rule(point.pp * point.chunks <= shape.layers,
+    least one layer in every interleaved model chunk; under the ends split the embedding and the loss count as
+    layers (Megatron-core builds a first or last chunk that holds only them)."""
+    ends = point.split == "ends"
+    slots = shape.layers + 2 if ends else shape.layers
+    what = f"{shape.layers} layers and its embedding and loss" if ends else f"{shape.layers} layers"
+    return [Rule(point.pp <= slots, lambda: f"--pp {point.pp} is more than the model's {what}"),
+            Rule(point.pp * point.chunks <= slots,
                  lambda: f"--pp {point.pp} x --chunks {point.chunks} = {point.pp * point.chunks} model chunks, "
-                 f"more than the model's {shape.layers} layers")] + _compute_split_rules(shape, point)
+                 f"more than the model's {what}")] + _compute_split_rules(shape, point)
 
 
 def _compute_split_rules(shape, point) -> list[Rule]:

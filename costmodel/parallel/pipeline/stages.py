@@ -48,6 +48,9 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
     """Layers on a stage (checks reject p > L).
 
     ``even``: L // p each, the first L % p stages one more (Megatron's uniform split).
+    ``ends``: even over L + 2, the embedding and the loss counting as a layer each on the first and the last stage
+    (Megatron-core's account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split,
+    transformer_block.get_num_layers_to_build adds one layer for each; NeMo's Llama 3.1 405B recipe sets both).
     ``compute``: balanced by compute, ``costs`` = (c, c_o), the cost of a layer and of the output
     layer (:func:`~costmodel.formulas.pipeline.balanced_stage_end`); the first stages take more layers
     because the last also runs the output layer. Arrays and formulas see stage 1 as the middle one.
@@ -60,11 +63,18 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
         if role.index is None:
             return layers - where(above_one(pp), end(pp - 2), 0)
         return end(role.index) - end(role.index - 1)
+    if split == "ends":
+        return _even(layers + 2, pp, role) - role.first - role.last
+    return _even(layers, pp, role)
+
+
+def _even(slots, pp, role: StageRole):
+    """Megatron's uniform split of ``slots`` over p stages: the first slots % p take one more."""
     if role.index == 0:
-        return ceil_div(layers, pp)
+        return ceil_div(slots, pp)
     if role.index is None:
-        return floor_div(layers, pp)
-    return floor_div(layers, pp) + indicator(role.index < remainder(layers, pp))
+        return floor_div(slots, pp)
+    return floor_div(slots, pp) + indicator(role.index < remainder(slots, pp))
 
 
 def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
@@ -76,6 +86,8 @@ def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
     if split == "compute":
         return pl.balanced_stage_end(stage=role.index - 1, stages=pp, layers=layers, layer_cost=costs[0],
                                      output_cost=costs[1])
+    if split == "ends":  # the slots before it, less the embedding's
+        return role.index * floor_div(layers + 2, pp) + minimum(role.index, remainder(layers + 2, pp)) - 1
     return role.index * floor_div(layers, pp) + minimum(role.index, remainder(layers, pp))
 
 
