@@ -95,12 +95,17 @@ def memory(model, recipe: str | None = None, framework=None, **layout):
 
 
 @arg.checked_names(*LAYOUT_FIELDS)
-def cost(model, recipe: str = "cs336", hardware=None, **layout):
-    """Everything for one layout: ``.memory_bytes``, ``.flops``, ``.collectives``, ``.step`` (with a hardware)."""
+def cost(model, recipe: str | None = None, hardware=None, framework=None, precision: str = "bf16", **layout):
+    """Everything for one layout: ``.memory_bytes``, ``.flops``, ``.collectives``, ``.step`` and ``.step_range``
+    (seconds, low and high, as `cost4d step` prints them; with a hardware), under a ``framework`` profile's
+    overheads and time ('megatron'; recipe None: its recipe, else cs336) and a ``precision`` ('bf16', 'fp8')."""
     from costmodel.cost.evaluate import evaluate_layout
+    from costmodel.cost.step import PRECISIONS
 
-    device = _device(hardware)
-    return evaluate_layout(_spec(model), _recipe(recipe), _layout(**layout), device)
+    precision = arg.choice("precision", precision, PRECISIONS)
+    device, frame = _device(hardware), _framework(framework)
+    return evaluate_layout(_spec(model), _recipe(recipe, frame), _layout(**layout), device, framework=frame,
+                           precision=precision)
 
 
 @arg.checked_names(*LAYOUT_FIELDS)

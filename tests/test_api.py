@@ -191,3 +191,24 @@ def test_a_step_formula_names_every_letter_and_function_it_uses():
     assert "one all-gather" in functions["t_NCCL_all_gather"] and "reduce-scatter" in functions["t_NCCL_reduce_scatter"]
     assert g.at(t) == pytest.approx(api.cost("llama3-8b", hardware="h100-sxm", fsdp=8, tokens=8192).step.step_s,
                                     rel=1e-9)
+
+
+def test_cost_takes_a_framework_and_precision_and_gives_the_step_range_step_prints():
+    """api.cost under a framework profile and fp8: its .step_range is the range `cost4d step --json` prints for the
+    same layout (step_s_low, step_s_high); a bad precision is one error naming the parameter; a MoE model has none."""
+    import json
+    import subprocess
+    import sys
+
+    got = api.cost("llama3-8b", hardware="h100-sxm", framework="megatron", precision="fp8", cp=2, fsdp=4, zero=1,
+                   tokens=8192)
+    out = json.loads(subprocess.run(
+        [sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--hardware", "h100-sxm", "--framework",
+         "megatron", "--precision", "fp8", "--cp", "2", "--fsdp", "4", "--zero", "1", "--tokens", "8192", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    assert got.step.step_s == out["step_s"] and got.step_range == (out["step_s_low"], out["step_s_high"])
+    assert got.recipe.name == "megatron"  # the framework's recipe where none is given
+    assert api.cost("llama3-8b", fsdp=8, tokens=8192).step_range is None  # no hardware: no step
+    assert api.cost("qwen3-30b-a3b", hardware="h100-sxm", ep=8, fsdp=8, tokens=4096).step_range is None
+    with pytest.raises(CostModelError, match="precision = 'fp4': use bf16 or fp8"):
+        api.cost("llama3-8b", hardware="h100-sxm", precision="fp4", fsdp=8, tokens=8192)

@@ -135,12 +135,11 @@ def _details(spec, rec, device, planned, frame, precision, kernels) -> dict:
     fit's band, and the step's range (the same numbers `memory` and `step` print)."""
     from costmodel.cost.evaluate import evaluate_layout
     from costmodel.report.memory import verdict
-    from costmodel.cost.step_range import band
     from costmodel.specs.layout import Layout
 
     cost = evaluate_layout(spec, rec, Layout(**planned.layout), device, precision=precision,
                            framework=frame, kernels=kernels)
-    low_high = band(cost.step, device, cost.shape.moe, cost.framework)
+    low_high = cost.step_range
     capacity = device.hbm.usable_bytes or device.hbm.capacity_bytes
     return {"peak_phase": cost.heaviest.reserved_phase, "memory_verdict": verdict(cost, capacity),
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None}

@@ -45,6 +45,7 @@ class Cost:
     step: StepTime | None
     valid: object = True  # arrays: the mask of layouts every axis accepts
     framework: object = None  # the profile whose overheads the memory includes (None: exact)
+    hardware: object = None  # the device the collectives and the step were timed on (None: not timed)
 
     @property
     def heaviest(self) -> StageMemory:
@@ -75,6 +76,16 @@ class Cost:
     def six_n_t(self):
         """6 N T for one micro-batch of the replica (N: the parameters a token uses, all of them when dense)."""
         return six_n_t(self.shape.active_params(), self.point.tokens)
+
+    @property
+    def step_range(self):
+        """(low, high) seconds: where the measured step lay for the runs the step model was fitted on
+        (cost.step_range.band), or None without a step or a fitted band (MoE models, devices with none)."""
+        if self.step is None:
+            return None
+        from costmodel.cost.step_range import band
+
+        return band(self.step, self.hardware, self.shape.moe, self.framework)
 
     @property
     def bytes_sent(self):
@@ -137,7 +148,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
             slowest = slowest_measured_time(hardware) if framework is not None and framework.unmeasured_time else None
             if kind == "number" and slowest is not None:
                 step = replace(step, slowest_measured_s=timed_with(framework_time=slowest).step_s)
-    return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework)
+    return Cost(shape, recipe, point, stages, memory_bytes, flops, rows, step, valid, framework, hardware)
 
 
 def slowest_measured_time(hardware):

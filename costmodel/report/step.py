@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
-from costmodel.cost.step_range import band, errors, spread
+from costmodel.cost.step_range import errors, spread
 from costmodel.mathops import ceil_div
 from costmodel.report.common import console, emit_json, table
 from costmodel.report.tables import literal
@@ -11,7 +11,7 @@ from costmodel.report.tables import literal
 
 def payload(cost, hardware, convention: str = "full") -> dict:
     b = cost.step
-    low_high = band(b, hardware, cost.shape.moe, cost.framework)
+    low_high = cost.step_range
     from costmodel.specs.load import profile_name
 
     return {"model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
@@ -121,7 +121,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
     for key, value in b.critical_parts.items():  # the parts that add up to the step; hidden traffic shows as 0
         if value or totals.get(key):
             t.add_row(key.removesuffix("_s").replace("_", " "), _s(value), notes[key])
-    low_high = band(b, hardware, cost.shape.moe, cost.framework)
+    low_high = cost.step_range
     no_range = "no fitted range for MoE models (no fitted run had experts)" if cost.shape.moe else \
         "no fitted range for this device"
     t.add_row("[bold]step[/]", f"[bold]{_s(b.step_s)}[/]",
