@@ -1010,3 +1010,15 @@ def test_a_profile_without_a_reserve_says_so_in_the_reserved_sentence(tmp_path):
                           "8192", "--recipe", "fsdp2", "--framework", str(path)], capture_output=True, text=True,
                          check=True).stdout
     assert "Peak reserved: the forward-backward's allocations, nothing beyond them." in " ".join(out.split())
+
+
+def test_ends_split_arrays_see_the_first_expert_stage_when_each_stage_holds_one_slot():
+    """Review: with --split ends and pp = L + 2 every stage holds one slot, the first one the embedding only, so the
+    first stage of expert layers is stage L_d + 1 (DeepSeek-V3: 3 dense layers, stage 4 holds layer 3), beyond
+    representative_stages' middles 1..L_d: the arrays must still see it as the single layout does."""
+    shape = Shape.of(load_model("deepseek-v3"))
+    pp = shape.layers + 2
+    arrays = evaluate(shape, MEGATRON, Point(pp=np.array([pp]), microbatches=np.array([pp]), split="ends",
+                                             tokens=np.array([4096])))
+    one = evaluate(shape, MEGATRON, Point(pp=pp, microbatches=pp, split="ends", tokens=4096))
+    assert arrays.memory_bytes[0] == pytest.approx(one.memory_bytes, rel=1e-12)
