@@ -297,3 +297,45 @@ def test_tree_simple_adds_its_first_chunk_over_every_hop_but_the_slowest(size, p
 
     assert tree_fill_per_byte("all_reduce", "tree", "LL128", topo) == 0.0
     assert tree_fill_per_byte("all_gather", "ring", "Simple", topo) == 0.0
+
+
+def _btree(nranks: int, rank: int) -> tuple[int, int, int]:
+    """(up, down0, down1) of NCCL's binary tree (graph/trees.cc ncclGetBtree, v2.26.2), written out for the test."""
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, -1, (bit >> 1) if nranks > 1 else -1
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    lowbit = bit >> 1
+    down0 = -1 if lowbit == 0 else rank - lowbit
+    down1 = -1 if lowbit == 0 else rank + lowbit
+    while down1 >= nranks:
+        down1 = -1 if lowbit == 0 else rank + lowbit
+        lowbit >>= 1
+    return up, down0, down1
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 64])
+def test_tree_hops_walk_nccls_binary_tree(nodes):
+    """The longest trip of a chunk, leaf to root and back, walked on NCCL's tree over nodes: each level is one
+    network hop; a node entered from its first child (down0) takes it on its chain's second GPU under the balanced
+    pattern (connect.cc: child 0 on treeIntra[1] unless PATTERN_TREE; child 1 there only in SPLIT_TREE), one NVLink
+    hop more each way; the leaf's own chain is p - 1 hops."""
+    from costmodel.formulas import nccl_tree
+    from costmodel.formulas.nccl_common import PATTERN_BALANCED_TREE, PATTERN_SPLIT_TREE, PATTERN_TREE
+
+    links = {r: _btree(nodes, r) for r in range(nodes)}
+    for pattern, extra in ((PATTERN_TREE, {0: 0, 1: 0}), (PATTERN_BALANCED_TREE, {0: 1, 1: 0}),
+                           (PATTERN_SPLIT_TREE, {0: 1, 1: 1})):
+        longest = (0, 0)  # (network levels, joins) to the root, the most joins among the deepest
+        for leaf in range(nodes):
+            rank, levels, joined = leaf, 0, 0
+            while links[rank][0] != -1:
+                parent = links[rank][0]
+                joined += extra[0 if links[parent][1] == rank else 1]
+                rank, levels = parent, levels + 1
+            longest = max(longest, (levels, joined))
+        assert nccl_tree.hops(8, nodes, pattern) == (2 * (7 + longest[1]), 2 * longest[0]), (pattern, nodes)

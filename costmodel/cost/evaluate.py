@@ -122,7 +122,7 @@ def evaluate(shape: Shape, recipe, point: Point, hardware=None, *, overlap: str 
         point = _as_float(point)
         valid = checks.valid(shape, point, hardware, recipe)
     held = [stage(shape, recipe, point, role)
-            for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0)]
+            for role in representative_stages(point.pp, shape.dense_layers if shape.moe else 0, point.split)]
     stages = stages_memory(shape, recipe, point, held, framework)
     memory_bytes = heaviest_total(stages)
     flops = step_flops(shape, point, attention_reach(shape, point, seq_len), held)

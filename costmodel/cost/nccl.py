@@ -166,7 +166,7 @@ def tree_fill_per_byte(coll: str, algo: str, proto: str, topo: nt.Topology) -> f
         return 0.0
     return tree.fill_us_per_byte(ranks_per_node=topo.n_ranks // topo.n_nodes, nodes=topo.n_nodes,
                                  channels=topo.coll_channels, nvlink_gbs=topo.nvlink_gbs,
-                                 network_gbs=topo.tree.n_channels * topo.tree.bw_inter_gbs)
+                                 network_gbs=topo.tree.n_channels * topo.tree.bw_inter_gbs, pattern=topo.tree.pattern)
 
 
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None,

@@ -31,13 +31,16 @@ def every_stage(pp: int) -> list[StageRole]:
     return [StageRole(i, int(i == 0), int(i == pp - 1)) for i in range(pp)]
 
 
-def representative_stages(pp, dense_layers=0) -> list[StageRole]:
+def representative_stages(pp, dense_layers=0, split: str = "even") -> list[StageRole]:
     """Stages that contain the heaviest: all of them for an int pp, else the first, the middle ones from
-    the second to the ``dense_layers``-th (a whole number; else only the second) and the last."""
+    the second to the ``dense_layers``-th (a whole number; else only the second) and the last. Under the ``ends``
+    split a stage may start a layer earlier than its index (the first holds the embedding's slot: at p = L + 2 it
+    holds no layer), so the first expert layer can sit on stage L_d + 1: one middle stage more."""
     if isinstance(pp, int):
         return every_stage(pp)
     single = indicator(equals(pp, 1))  # a letter p is above 1: no stage is both first and last
-    middles = range(1, max(1, dense_layers) + 1) if isinstance(dense_layers, int) else range(1, 2)
+    last_middle = max(1, dense_layers + (1 if split == "ends" and dense_layers else 0))
+    middles = range(1, last_middle + 1) if isinstance(dense_layers, int) else range(1, 2)
     return [StageRole(0, 1, single),
             *(StageRole(i, 0, indicator(equals(pp, i + 1)), exists=pp > i if i > 1 else above_one(pp))
               for i in middles),
@@ -51,6 +54,7 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
     ``ends``: even over L + 2, the embedding and the loss counting as a layer each on the first and the last stage
     (Megatron-core's account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split,
     transformer_block.get_num_layers_to_build adds one layer for each; NeMo's Llama 3.1 405B recipe sets both).
+    Megatron-core wants L + 2 to divide over p (and the chunks); cost4d spreads a remainder as ``even`` does.
     ``compute``: balanced by compute, ``costs`` = (c, c_o), the cost of a layer and of the output
     layer (:func:`~costmodel.formulas.pipeline.balanced_stage_end`); the first stages take more layers
     because the last also runs the output layer. Arrays and formulas see stage 1 as the middle one.
