@@ -140,6 +140,13 @@ def test_h100_sustained_fraction_is_the_dgxc_fit_and_the_readme_says_so():
     held = [error for _, error in fp8["held_out"].values()]
     assert [float(x) for x in said.groups()] == [fp8["fraction"], round(100 * fp8["in_sample"], 1),
                                                   round(100 * min(held), 1), round(100 * max(held), 1)]
+    import dataclasses
+
+    uncounted = module.fit_report([dataclasses.replace(c, fp8_casts="fused") for c in module.cases()], h100, "fp8")
+    alone = [error for _, error in uncounted["held_out"].values()]
+    said = re.search(r"one factor alone giving ([\d.]+)% in-sample and ([\d.]+)% to ([\d.]+)%", readme)
+    assert said and [float(x) for x in said.groups()] == [round(100 * uncounted["in_sample"], 1),
+                                                          round(100 * min(alone), 1), round(100 * max(alone), 1)]
 
 
 @pytest.mark.slow
