@@ -119,14 +119,17 @@ def formula(model, recipe: str = "cs336", hardware=None, **layout):
 
 @arg.checked_names()
 def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = None, recipe: str | None = None,
-         framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None):
+         framework=None, precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None,
+         split: str | None = None):
     """The ``top`` layouts by predicted tokens/s: a list of dict rows (a pandas DataFrame if pandas is
     installed), each with the layout's fields, step_s, tokens_per_s, mfu, memory_bytes, bubble_fraction,
     exposed_comm_s; empty where no layout fits. The numbers as `cost4d plan` takes them: ``gpus`` from 1,
     ``global_batch`` tokens a whole number of ``seq`` (default the model's) sequences, ``top`` 1 or more (every
-    feasible layout if asked; the CLI prints at most 1,000), ``headroom`` 0 to 0.9, ``document`` 1 to ``seq``."""
+    feasible layout if asked; the CLI prints at most 1,000), ``headroom`` 0 to 0.9, ``document`` 1 to ``seq``,
+    ``split`` how stages take the layers ('even', 'ends', 'compute'; None: the framework's)."""
     from costmodel.cost.step import PRECISIONS
     from costmodel.solve.plan import plan as search
+    from costmodel.specs import SPLITS
 
     gpus = arg.whole_number("gpus", gpus, *arg.GPUS)
     global_batch = arg.whole_number("global_batch", global_batch, *arg.GLOBAL_BATCH)
@@ -134,6 +137,7 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
     top = arg.whole_number("top", top, *arg.TOP_RETURNED)
     headroom = arg.real_number("headroom", headroom, *arg.HEADROOM)
     precision = arg.choice("precision", precision, PRECISIONS)
+    split = None if split is None else arg.choice("split", split, SPLITS)
     spec, frame = _spec(model), _framework(framework)
     device = _device(hardware, required=True)
     rec = _recipe(recipe, frame)
@@ -144,7 +148,7 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
         raise CostModelError(f"global_batch = {global_batch:,} is not a whole number of seq = {seq:,} sequences")
     document = None if document is None else arg.whole_number("document", document, 1, seq)  # at most a sequence
     result = search(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=seq,
-                    framework=frame, precision=precision, top=top, headroom=headroom, document=document)
+                    framework=frame, precision=precision, top=top, headroom=headroom, document=document, split=split)
     rows = [{**p.layout, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
              "memory_bytes": p.memory_bytes, "bubble_fraction": p.bubble, "exposed_comm_s": p.exposed_comm_s}
             for p in result.best]

@@ -7,6 +7,7 @@ import itertools
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -359,3 +360,34 @@ def test_plan_prints_memory_in_the_units_it_names(units, unit, size):
         assert float(cells[3]) == pytest.approx(row["memory_bytes"] / size, abs=0.05)  # printed to 0.1
     assert f"by memory (over {data['capacity_bytes'] / size:,.1f} {unit})" in " ".join(result.stdout.split())
     assert any(key.endswith(" GiB)") for key in data["rejected"])  # --json's keys do not follow --units
+
+
+def test_plan_split_ends_searches_the_interleaved_layouts_megatron_runs_and_its_commands_reproduce_them():
+    """Llama 3.1 405B's 126 layers divide over no interleaved chunks of 2 or 4 per stage on 16 stages, so the even
+    split searches 1F1B only there; --split ends (126 + 2 = 128 slots, as NeMo's recipe splits them) opens the
+    interleaved schedules, its best row says `split ends`, and that row's `cost4d step` command gives its time. The
+    API takes it too; a bad value is one line."""
+    base = [sys.executable, "-m", "costmodel", "plan", "--model", "llama3-405b", "--hardware", "h100-sxm", "--gpus",
+            "512", "--framework", "megatron", "--seq", "8192", "--global-batch", "2097152", "--top", "1", "--json"]
+    ends, even = (json.loads(subprocess.run([*base, *extra], capture_output=True, text=True, check=True).stdout)
+                  for extra in (["--split", "ends"], []))
+    row = ends["layouts"][0]
+    assert row["layout"]["split"] == "ends" and row["layout"]["schedule"] == "interleaved"
+    assert "split" not in even["layouts"][0]["layout"]  # the profile's own split is not repeated
+    assert round(100 * (row["tokens_per_s"] / even["layouts"][0]["tokens_per_s"] - 1)) == 4
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "its best row is 4% faster than the best with the even split" in readme
+    assert "--split ends" in row["command"]
+    out = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "step", *row["command"].split()[2:], "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert out["step_s"] == pytest.approx(row["step_s"], rel=1e-9)
+    bad = subprocess.run([*base, "--split", "middle"], capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.strip() == "error: --split 'middle': use even, ends or compute"
+    from costmodel import api
+
+    rows = api.plan("llama3-405b", "h100-sxm", gpus=512, global_batch=2097152, seq=8192, framework="megatron", top=1,
+                    split="ends")
+    first = rows[0] if isinstance(rows, list) else rows.iloc[0].to_dict()
+    assert first["split"] == "ends" and first["step_s"] == pytest.approx(row["step_s"], rel=1e-12)
+    with pytest.raises(CostModelError, match="split = 'middle': use even, ends or compute"):
+        api.plan("llama3-405b", "h100-sxm", gpus=512, global_batch=2097152, seq=8192, split="middle")

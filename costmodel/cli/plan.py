@@ -33,7 +33,7 @@ MemoryOpt = Annotated[str, o.choices(FITS, "WHICH", help=(
 
 def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe, framework: str, precision: str,
            kernels,
-           top: int, headroom: float, document: int | None = None, memory: str = "likely"):
+           top: int, headroom: float, document: int | None = None, memory: str = "likely", split: str | None = None):
     """(framework profile, model spec, recipe, device, sequence, the plan, its header): the search both
     commands run, with one line for a model without a sequence length or a cluster where nothing fits."""
     from costmodel.errors import CostModelError
@@ -42,6 +42,10 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
 
     if memory not in FITS:
         raise CostModelError(f"--memory {memory[:40]!r}: use {' or '.join(FITS)}")
+    from costmodel.specs import SPLITS
+
+    if split is not None and split not in SPLITS:
+        raise CostModelError(f"--split {split[:40]!r}: use {', '.join(SPLITS[:-1])} or {SPLITS[-1]}")
     frame, spec, rec = load_run(model, recipe, framework)
     device = load_hardware(hardware)
     length = seq or getattr(spec, "seq_len", None)
@@ -49,7 +53,7 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
         raise CostModelError(f"{spec.name} has no sequence length: give --seq")
     result = run(spec, rec, device, devices=gpus, global_tokens=global_batch, seq=length,
                  framework=frame, precision=precision, kernels=kernels, top=top, headroom=headroom,
-                 document=document, memory=memory)
+                 document=document, memory=memory, split=split)
     if not result.best:
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
                              f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
@@ -76,6 +80,7 @@ def plan(
     headroom: HeadroomOpt = 0.0,
     memory: MemoryOpt = "likely",
     document: o.DocumentOpt = None,
+    split: o.SplitOpt = None,
     explain: Annotated[Optional[int], typer.Option(parser=whole(1, 1000), metavar="N",
                                                    help="Print the N-th layout's full step breakdown too.")] = None,
     plot: Annotated[Optional[str], typer.Option(metavar="FILE.png|svg",
@@ -102,7 +107,7 @@ def plan(
         raise CostModelError(f"--explain {explain} is beyond --top {top}")
     frame, spec, rec, device, length, result, header = search(model, hardware, gpus, global_batch, seq, recipe,
                                                               framework, precision, kernels, top, headroom, document,
-                                                              memory)
+                                                              memory, split)
     # the names or files the user gave: a profile or recipe file is named by its path, not its name field
     commands = [command(model, hardware, p.layout, recipe=recipe if recipe is not None else rec.name,
                         framework=None if frame is None else framework, precision=precision, kernels=kernels)

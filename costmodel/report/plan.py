@@ -15,7 +15,7 @@ def _layout_text(layout: dict, cp_in_data: bool = False) -> str:
     parts = [layout_text(Layout(**layout), cp_in_data)]
     if layout["pp"] > 1:
         parts.append(f"{layout['schedule']}" + (f" v={layout['chunks']}" if layout["chunks"] > 1 else "")
-                     + f" m={layout['microbatches']}")
+                     + f" m={layout['microbatches']}" + (f", split {layout['split']}" if "split" in layout else ""))
     if layout["cp"] > 1:
         parts.append(f"cp {layout['cp_kind']}")
     if layout["recompute"] != "none":

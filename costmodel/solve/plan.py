@@ -74,9 +74,11 @@ class Plan:
 
 def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int, framework=None,
          precision: str = "bf16", top: int = 5, headroom: float = 0.0, document: int | None = None,
-         memory: str = "likely", kernels: str | None = None) -> Plan:
+         memory: str = "likely", kernels: str | None = None, split: str | None = None) -> Plan:
     """The ``top`` layouts by predicted tokens/s (see the module docstring); ``document``: every layout's
-    sequences hold documents of that many tokens, attention masked to each (`step --document`)."""
+    sequences hold documents of that many tokens, attention masked to each (`step --document`); ``split``: how
+    pipeline stages take the layers (None: the framework's; ``ends`` counts the embedding and the loss as a layer
+    each, so interleaved chunks need L + 2 to divide over them, as Megatron-core asks)."""
     import numpy as np
 
     from costmodel.cost.evaluate import check_document, evaluate
@@ -118,13 +120,16 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     # assert TP divides them (Megatron-core's divide(num_query_groups, tp), nanotron's llama.py L352, torchtitan's)
     replicate_kv = "replicate" if framework is None and shape.attention else "split"
     kinds = cp_kinds(framework)
+    default_split = framework.split if framework is not None else "even"
+    split = split or default_split
+    slots = shape.layers + 2 if split == "ends" else shape.layers  # what interleaved chunks divide
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
-            keep &= (pp > 1) & (steps % pp == 0) & (shape.layers % (pp * chunks) == 0)
+            keep &= (pp > 1) & (steps % pp == 0) & (slots % (pp * chunks) == 0)
         if cp_kind != kinds[0]:
             keep &= cp > 1  # one CP device: the kind changes nothing, the first kind's group has it
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its
@@ -147,7 +152,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                       tokens=mbs[idx] * seq,
                       microbatches=np.where(piped, steps[idx], 1), grad_accum=np.where(piped, 1, steps[idx]),
                       chunks=np.full(len(idx), chunks), zero=zero, sp=sp, recompute=recompute,
-                      schedule=schedule, cp_kind=cp_kind, split=framework.split if framework is not None else "even",
+                      schedule=schedule, cp_kind=cp_kind, split=split,
                       tp_kv=replicate_kv,
                       placement=order[idx] if placed else DEFAULT_PLACEMENT, document=document)
         cost = evaluate(shape, recipe, point, hardware, framework=framework, precision=precision, kernels=kernels)
@@ -171,6 +176,7 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
                 schedule=schedule if pp[j] > 1 else "1f1b", chunks=chunks if pp[j] > 1 else 1, cp_kind=cp_kind,
                 microbatches=int(steps[j]) if pp[j] > 1 else None, grad_accum=1 if pp[j] > 1 else int(steps[j]),
                 placement=PLACEMENTS[order[j]], **({"document": document} if document else {}),
+                **({"split": split} if split != default_split and pp[j] > 1 else {}),
                 **({"tp_kv": "replicate"} if replicate_kv == "replicate" and tp[j] > shape.kv_heads else {})),
                 _row(step, i, memory[i])))
     found.sort(key=lambda item: (item[0], item[1]))

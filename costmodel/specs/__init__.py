@@ -7,3 +7,5 @@ EXACT = "exact"
 
 #: the pipeline schedules a layout may name (the layout's field, a framework's list, the CLI's choices, the timeline)
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+#: how pipeline stages take the layers (--split): parallel/pipeline/stages.stage_layers
+SPLITS = ("even", "ends", "compute")

@@ -10,7 +10,7 @@ measured peaks, with the data they were fitted on.
 
 from typing import Annotated, Literal
 
-from costmodel.specs import EXACT, SCHEDULES
+from costmodel.specs import EXACT, SCHEDULES, SPLITS
 from costmodel.specs.base import HighError, LowError, Name, Spec, Text, elements, field
 from costmodel.units import dtype_bytes
 from costmodel.specs.framework_time import FrameworkTime
@@ -24,7 +24,7 @@ class Framework(Spec):
     name: Name
     description: Text = ""
     recipe: Name | None = field(None, description="the precision recipe the framework trains with, if fixed")
-    split: Literal["even", "ends", "compute"] = field("even", description="how it spreads layers over pipeline stages")
+    split: Literal[SPLITS] = field("even", description="how it spreads layers over pipeline stages")
     attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")

@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 
 from costmodel.inputs import bounds
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
-from costmodel.specs import SCHEDULES
+from costmodel.specs import SCHEDULES, SPLITS
 from costmodel.specs.base import Checked, count
 
 Degree = count(bounds.DEVICES)
@@ -72,7 +72,7 @@ class Layout(Checked):
     schedule: Literal[SCHEDULES] = Field("1f1b", description="pipeline schedule")
     microbatches: Steps | None = Field(
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
-    split: Literal["even", "ends", "compute"] | None = Field(
+    split: Literal[SPLITS] | None = Field(
         None, description="the framework's default (even when none) or: layers over pipeline stages: even (Megatron: L/p each, the first L mod p one more), "
         "ends (even over L + 2, the embedding and the loss a layer each on the first and last stage: Megatron's "
         "account_for_embedding/loss_in_pipeline_split) or compute (nanotron: balanced by matmul weights, the output layer counting as V D, so the first "
