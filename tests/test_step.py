@@ -664,3 +664,20 @@ def test_readme_states_torchtitans_range_as_step_prints_it():
     said = (f"Llama 3 8B on 8 H100s with FSDP under torchtitan (`--recompute op`, 8,192 tokens), "
             f"{out['step_s_low']:.2f} to {out['step_s_high']:.2f} s for a {out['step_s']:.2f} s prediction")
     assert said in readme
+
+
+def test_an_unmeasured_framework_off_the_fitted_device_says_its_range_leaves_its_overheads_out():
+    """torchtitan has no runs in the training data; on h100-sxm its range reaches nanotron's fitted time, which
+    applies there only: on a100-80gb and h200 the Range line says the range leaves its overheads out (it said
+    nothing), and a layout without a framework says nothing of it."""
+    def text(*flags):
+        out = subprocess.run([sys.executable, "-m", "costmodel", "step", "--model", "llama3-8b", "--fsdp", "8",
+                              "--tokens", "8192", *flags], capture_output=True, text=True, check=True).stdout
+        return " ".join(out.split())
+
+    said = ("No run of torchtitan is in the training data, and nanotron's fitted time, which bounds its slow end on "
+            "h100-sxm, does not apply here: the range leaves its framework overheads out")
+    for device in ("a100-80gb", "h200"):
+        assert said in text("--framework", "torchtitan", "--hardware", device), device
+    assert "framework overheads out" not in text("--hardware", "a100-80gb")
+    assert "framework overheads out" not in text("--framework", "torchtitan", "--hardware", "h100-sxm")

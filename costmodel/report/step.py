@@ -176,13 +176,25 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
         out.print(f"Range: no run on {literal(hardware.name)} is in the training data. The step fraction "
                   f"({hardware.step_model.sustained_fraction:g}) is borrowed, so the matmuls and attention are timed "
                   f"at any fraction from {f_low:g} to {f_high:g} (the spec says why), and the band of the runs it was "
-                  f"fitted on (measured {_times(high)} to {_times(low)} the prediction) is added")
+                  f"fitted on (measured {_times(high)} to {_times(low)} the prediction) is added" + _unmeasured(cost))
     elif low_high:
         low, high = errors(hardware, b.precision, cost.shape.moe)
         out.print(f"Range: the fit's rows (held out and fitted) measured {_times(high)} to {_times(low)} their "
-                  f"predictions; other frameworks can fall outside it")
+                  f"predictions; other frameworks can fall outside it" + _unmeasured(cost))
     out.print("Collective times: " + "; ".join(data["collective_time_model"]))
     _memory_line(out, cost, hardware)
+
+
+def _unmeasured(cost) -> str:
+    """What a range leaves out for a framework with no runs where no measured framework's time applies (the slowest
+    one's was fitted on another device): its own overheads."""
+    if cost.framework is None or not cost.framework.unmeasured_time or cost.step.slowest_measured_s is not None:
+        return ""
+    from costmodel.specs.framework_catalog import FRAMEWORKS, SLOWEST_MEASURED
+
+    return (f". No run of {literal(cost.framework.name)} is in the training data, and {SLOWEST_MEASURED}'s fitted "
+            f"time, which bounds its slow end on {literal(FRAMEWORKS[SLOWEST_MEASURED].time.hardware)}, does not apply "
+            f"here: the range leaves its framework overheads out")
 
 
 def _times(error) -> str:
