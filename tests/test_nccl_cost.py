@@ -83,9 +83,9 @@ def test_an_auto_run_takes_the_fit_of_the_algorithm_nccl_picks(tmp_path):
         data = json.loads(run(["validate", str(dgxc), "--hardware", spec, "--json"]).stdout)
         errors[spec] = data["median_abs_error_pct"]
         assert all(r["protocol"] for r in data["rows"])
-    assert (round(errors["h100-sxm"], 1), round(errors[str(out)], 1)) == (3.4, 2.9)
+    assert (round(errors["h100-sxm"], 1), round(errors[str(out)], 1)) == (3.4, 2.0)
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
-    assert "the DGX Cloud log goes from 3.4% to 2.9%" in readme
+    assert "the DGX Cloud log goes from 3.4% to 2.0%" in readme
 
 
 def test_a_measured_hop_keeps_nccls_pick_and_times_it_by_hand():
@@ -156,8 +156,8 @@ def test_a_tuner_fit_carries_over_to_other_group_sizes(tmp_path):
 
 def test_all_gather_and_reduce_scatter_stand_in_for_each_other(tmp_path):
     """A fit of reduce-scatter alone prices all-gather (the same ring pattern mirrored) as a + b x NCCL's all-gather
-    time, and says whose fit it is; the README's figures: the all-gather log errs by 5.3% with the reduce-scatter
-    log's fit, the reduce-scatter log by 2.2% with the all-gather log's (datasheet: 5.6% and 4.0%). All-reduce
+    time, and says whose fit it is; the README's figures: the all-gather log errs by 4.5% with the reduce-scatter
+    log's fit, the reduce-scatter log by 2.3% with the all-gather log's (datasheet: 5.6% and 4.0%). All-reduce
     takes no mirror."""
     import json
     from pathlib import Path
@@ -176,10 +176,10 @@ def test_all_gather_and_reduce_scatter_stand_in_for_each_other(tmp_path):
         checked = run(["validate", str(logs / f"{other}.out"), "--hardware", str(out), "--json"])
         medians[other] = round(json.loads(checked.stdout)["median_abs_error_pct"], 1)
         assert all("its mirror" in row["calibration"] for row in json.loads(checked.stdout)["rows"])
-    assert medians == {"all_gather_ring": 5.3, "reduce_scatter_ring": 2.2}
+    assert medians == {"all_gather_ring": 4.5, "reduce_scatter_ring": 2.3}
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
-    assert ("fitted on the reduce-scatter log, the all-gather log errs by 5.3% (5.6% from the datasheet); fitted "
-            "on the all-gather log, the reduce-scatter log by 2.2% (4.0%)") in readme
+    assert ("fitted on the reduce-scatter log, the all-gather log errs by 4.5% (5.6% from the datasheet); fitted "
+            "on the all-gather log, the reduce-scatter log by 2.3% (4.0%)") in readme
     fitted, sheet = load_hardware(str(tmp_path / "reduce_scatter_ring.json")), load_hardware("h100-sxm")
     (cal,) = json.loads((tmp_path / "reduce_scatter_ring.json").read_text())["calibration"]
     where_ = Placement("fsdp", 8, 8, 1)
@@ -339,3 +339,35 @@ def test_tree_hops_walk_nccls_binary_tree(nodes):
                 rank, levels = parent, levels + 1
             longest = max(longest, (levels, joined))
         assert nccl_tree.hops(8, nodes, pattern) == (2 * (7 + longest[1]), 2 * longest[0]), (pattern, nodes)
+
+
+def test_a_fit_leaves_the_logs_launch_floor_out_and_validate_puts_it_back(tmp_path):
+    """nccl-tests' one thread launches all 8 GPUs' kernels (8 x launch_s, ~35 us): fitted down to 8 KiB, the rows on
+    that floor stay out of the fit, so no fitted offset holds it; validate prices each log with its floor again (the
+    calibrated spec errs no more than the datasheet on the logs it was fitted to, reduce-scatter's 8-512 KiB rows
+    sit on the floor), while comm and step, one GPU per process, charge one launch_s."""
+    import json
+    from pathlib import Path
+
+    from costmodel.cost.network import link_cost
+    from costmodel.cost.placement import Placement
+    from costmodel.specs.load import load_hardware
+    from hostile import run
+
+    logs = Path(__file__).resolve().parents[1] / "hardware" / "measured" / "h100-8gpu-together-nccl-tests"
+    out = tmp_path / "fitted.json"
+    files = [str(p) for p in sorted(logs.glob("*.out"))]
+    assert run(["validate", *files, "--hardware", "h100-sxm", "--fit", "--min-bytes", "8KiB", "--out",
+                str(out)]).code == 0
+    sheet = load_hardware("h100-sxm")
+    floor = 8 * sheet.nccl.launch_s
+    assert all(c["latency_s"] < floor / 4 for c in json.loads(out.read_text())["calibration"])
+    medians = {}
+    for spec in ("h100-sxm", str(out)):
+        data = json.loads(run(["validate", *files, "--hardware", spec, "--min-bytes", "8KiB", "--json"]).stdout)
+        medians[spec] = data["median_abs_error_pct"]
+        small = [r for r in data["rows"] if r["collective"] == "reduce-scatter" and 8192 <= r["bytes"] <= 2**19]
+        assert small and all(r["predicted_s"] >= floor for r in small)
+    assert medians[str(out)] < medians["h100-sxm"]
+    fitted, where_ = load_hardware(str(out)), Placement("tp", 8, 8, 1)
+    assert link_cost(fitted, "reduce-scatter", where_).seconds(8192) < floor / 2  # one GPU's launch, not 8

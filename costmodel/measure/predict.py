@@ -20,6 +20,16 @@ class Prediction:
     calibrated: bool
 
 
+def launch_floor_s(launch_s: float, gpus_per_thread: int) -> float:
+    """The least time nccl-tests can measure when its one thread launches the kernels of G GPUs in turn: G launch_s.
+
+    Source: nccl-tests src/common.cu:540-619, startColl: one ncclGroup over the thread's nGpus, a launch each
+    (benchmarks/fit_launch_nccl_tests.py fits launch_s on the shipped 8-GPU logs). `comm` and `step` take 1 launch_s:
+    each process drives one GPU.
+    """
+    return gpus_per_thread * launch_s
+
+
 @record
 class Predictor:
     """One collective on one group, priced once: ``at(S)`` is the time of a buffer of S bytes."""
@@ -41,8 +51,8 @@ class Predictor:
         if isinstance(cost, TunedCost):  # NCCL's pick at this size names the algorithm and protocol
             algorithm, protocol, _ = choice(cost.preset, cost.op, buffer_bytes, cost.nodes, cost.per_node,
                                             cost.algorithm, cost.hop_us, cost.version)
-            seconds = cost.seconds(buffer_bytes)  # a fit holds its floor; the tuner takes the launches' at least
-            seconds = seconds if self.calibrated else max(seconds, (gpus_per_thread or 1) * cost.launch)
+            # a fit leaves the log's floor out (measure/validate._tuner_fit): each log's is put back here
+            seconds = max(cost.seconds(buffer_bytes), launch_floor_s(cost.launch, gpus_per_thread or 1))
             return Prediction(seconds, self.level, f"{algorithm}/{protocol}", self.calibrated)
         return Prediction(self.cost.seconds(buffer_bytes), self.level, self.algorithm, self.calibrated)
 

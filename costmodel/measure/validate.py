@@ -15,7 +15,7 @@ from costmodel.formulas.comms import nvls_factor
 from costmodel.cost.network import applied_algorithm, formula_for, one_level_seconds
 from costmodel.cost.nccl import TUNED
 from costmodel.formulas.comms import MODELLED
-from costmodel.measure.predict import predictor
+from costmodel.measure.predict import launch_floor_s, predictor
 from costmodel.formulas.comms import bus_factor
 from costmodel.record import record
 
@@ -185,14 +185,14 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
         algorithm = applied_algorithm(collective, algorithm)
         if row["bytes"] >= min_bytes and collective in MODELLED and env["world_size"] > 1:  # one rank moves no data
             key = (collective, algorithm, env["nodes"], env["gpus_per_node"], release)
-            groups.setdefault(key, []).append((row["bytes"], row["time_s"]))
+            groups.setdefault(key, []).append((row["bytes"], row["time_s"], env.get("gpus_per_thread") or 1))
     if not groups:
         raise CostModelError(f"--fit: no modelled collective over 2 or more ranks has rows of {min_bytes:,} bytes "
                              "or more (lower --min-bytes?)")
     fits = []
     for (collective, algorithm, nodes, per_node, release), points in groups.items():
         ranks = nodes * per_node
-        sizes = {s for s, _ in points}
+        sizes = {s for s, _, _ in points}
         if len(sizes) < 2:
             raise CostModelError(f"--fit {collective} ({algorithm}, {nodes}x{per_node}): a latency and a bandwidth "
                                  f"need two or more sizes >= --min-bytes, found {len(sizes)} "
@@ -204,6 +204,7 @@ def fit(documents: list[dict], hardware, placement: str = "out-of-place", min_by
             continue
         formula = formula_for(collective, algorithm)
         coefficient = nvls_factor(group=ranks) if formula == "nvls" else bus_factor(op=collective, group=ranks)
+        points = [(s, t) for s, t, _ in points]  # no launch floor in the datasheet model
         latency, bandwidth = fit_latency_bandwidth(points, coefficient)
         fitted = (latency, bandwidth)
         residuals = [(s, 100 * (one_level_seconds(level, collective, s, ranks, formula, fitted) - t) / t)
@@ -227,13 +228,19 @@ def fit_offset_scale(pairs: list[tuple[float, float]], rounds: int = 50) -> tupl
 def _tuner_fit(hardware, collective, algorithm, level, nodes, per_node, points) -> Fit:
     """t = a + b x NCCL's tuned time (the tuner as the spec has it, uncalibrated), least squares in
     relative error like the ring fit with S replaced by the tuned time: a scale that carries over to
-    other group sizes on the level, where a ring fit holds for the fitted size only."""
+    other group sizes on the level, where a ring fit holds for the fitted size only. ``points``: (S, t, G), G the
+    GPUs the log's one thread drove; rows the tuner puts on that log's launch floor (G x launch_s) are left out, as
+    they time the host, not the collective: the floor stays the log's (:meth:`Predictor.at`), not the fit's."""
     from costmodel.cost.nccl import tuned_cost
 
     tuned = tuned_cost(hardware, collective, nodes, per_node, algorithm)
-    pairs = [(tuned.seconds(s), t) for s, t in points]
+    above = [(s, t) for s, t, threads in points if tuned.seconds(s) > launch_floor_s(tuned.launch, threads)]
+    if len({s for s, _ in above}) < 2:
+        raise CostModelError(f"--fit {collective} ({algorithm}, {nodes}x{per_node}): a latency and a scale need two "
+                             "or more sizes above the log's launch floor (raise --min-bytes, or measure larger sizes)")
+    pairs = [(tuned.seconds(s), t) for s, t in above]
     latency, scale = fit_offset_scale(pairs)
-    residuals = [(s, 100 * (latency + scale * x - t) / t) for (s, t), (x, _) in zip(points, pairs)]
+    residuals = [(s, 100 * (latency + scale * x - t) / t) for (s, t), (x, _) in zip(above, pairs)]
     return Fit(collective, algorithm, level, nodes * per_node, latency, math.inf, residuals,
                statistics.median(abs(e) for _, e in residuals), "nccl", scale)
 
