@@ -68,7 +68,7 @@ def test_an_auto_run_takes_the_fit_of_the_algorithm_nccl_picks(tmp_path):
         assert link_cost(fitted, "all-reduce", where_).seconds(size) == pytest.approx(
             fit["latency_s"] + fit["scale"] * link_cost(sheet, "all-reduce", where_).seconds(size), rel=1e-12)
     assert {choice("hgx-h100", "all-reduce", s, 1, 8)[0] for s in (2**20, 2**30)} == {"ring", "nvls"}
-    assert "nvls picks x" in calibration_used(fitted, "all-reduce", where_)
+    assert "all-reduce/nvls x 0.970 + 1.0 us (at 8 ranks; where NCCL picks nvls)" in calibration_used(fitted, "all-reduce", where_)
     from costmodel import api  # letters: each pick's fit once they are numbers
 
     formula = api.formula("llama3-8b", hardware=str(out), tp=8, tokens=8192)
@@ -186,7 +186,7 @@ def test_all_gather_and_reduce_scatter_stand_in_for_each_other(tmp_path):
     plain = link_cost(sheet, "all-gather", where_, "ring").seconds(2**26)
     assert link_cost(fitted, "all-gather", where_, "ring").seconds(2**26) == pytest.approx(
         cal["latency_s"] + cal["scale"] * plain, rel=1e-12)
-    assert "by reduce-scatter's fit, its mirror" in calibration_used(fitted, "all-gather", where_, "ring")
+    assert "reduce-scatter's fit for all-gather, its mirror" in calibration_used(fitted, "all-gather", where_, "ring")
     assert link_cost(fitted, "all-reduce", where_, "ring").seconds(2**26) == link_cost(
         sheet, "all-reduce", where_, "ring").seconds(2**26)
 
@@ -371,3 +371,38 @@ def test_a_fit_leaves_the_logs_launch_floor_out_and_validate_puts_it_back(tmp_pa
     assert medians[str(out)] < medians["h100-sxm"]
     fitted, where_ = load_hardware(str(out)), Placement("tp", 8, 8, 1)
     assert link_cost(fitted, "reduce-scatter", where_).seconds(8192) < floor / 2  # one GPU's launch, not 8
+
+
+def test_a_group_takes_the_fit_made_at_its_own_size():
+    """Fits of ring all-reduce at 8 and 4 ranks: a 4-rank group is priced with the 4-rank fit, an 8-rank one with
+    the 8-rank fit, a 2-rank one (no fit of its own) with the most ranks' and the words say so; numbers, arrays and
+    letters agree."""
+    from costmodel.cost.network import calibration_used, link_cost
+    from costmodel.cost.placement import Placement
+    from costmodel.specs.hardware import Hardware
+    from costmodel.specs.load import load_hardware
+    from costmodel.specs.load import validate as validate_spec
+
+    sheet = load_hardware("h100-sxm")
+    fits = {8: (0.0, 0.980), 4: (6.4e-6, 0.925)}  # the scale and offset a fit of each size gave (made up here)
+    spec = sheet.model_dump(exclude_none=True)
+    spec["calibration"] = [{"collective": "all-reduce", "algorithm": "ring", "level": "nvlink", "ranks": r,
+                            "latency_s": a, "bandwidth_bytes_per_s": None, "model": "nccl", "scale": b,
+                            "median_abs_error_pct": 1.0, "source": "test"} for r, (a, b) in fits.items()]
+    fitted = validate_spec(Hardware, spec, "test spec")
+    size = 2**26
+    expected = {}
+    for g in (2, 4, 8):
+        where_ = Placement("tp", g, g, 1)
+        a, b = fits.get(g, fits[8])
+        plain = link_cost(sheet, "all-reduce", where_, "ring").seconds(size)
+        expected[g] = link_cost(fitted, "all-reduce", where_, "ring").seconds(size)
+        assert expected[g] == pytest.approx(a + b * plain, rel=1e-12)
+    assert "(at 4 ranks)" in calibration_used(fitted, "all-reduce", Placement("tp", 4, 4, 1), "ring")
+    assert "(at 8 ranks, none at 2)" in calibration_used(fitted, "all-reduce", Placement("tp", 2, 2, 1), "ring")
+    groups = np.array([2.0, 4.0, 8.0])
+    arrays = link_cost(fitted, "all-reduce", Placement("tp", groups, groups, np.ones(3)), "ring").seconds(size)
+    assert list(arrays) == pytest.approx([expected[2], expected[4], expected[8]], rel=1e-12)
+    g = sp.Symbol("g", positive=True)
+    letters = link_cost(fitted, "all-reduce", Placement("tp", g, g, 1), "ring").seconds(size)
+    assert float(letters.subs(g, 4)) == pytest.approx(expected[4], rel=1e-9)

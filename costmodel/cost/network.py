@@ -186,57 +186,31 @@ def _tuned(hardware, op: str) -> bool:
 
 
 def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
-    """NCCL's tuner, scaled where the spec holds a calibration of model nccl for the level, and replaced
-    where it holds one of model ring: a fit inside the node prices groups inside a node, one across
-    nodes groups across nodes; the tuner prices the rest."""
-    from costmodel.cost.nccl import Calibrated, tuned_cost
+    """NCCL's tuner, scaled where the spec holds a calibration of model nccl for the level (the group's own size's,
+    else the most ranks': cost/nccl_fits.py), and replaced where it holds one of model ring: a fit inside the node
+    prices groups inside a node, one across nodes groups across nodes; the tuner prices the rest."""
+    from costmodel.cost.nccl import ALGORITHM_NAMES, Calibrated, tuned_cost
+    from costmodel.cost.nccl_fits import by_ranks, tuner_fits
 
     tuned = tuned_cost(hardware, op, where_.domains, where_.per_domain, algorithm, memo=where_.memo)
     fast, slow = _levels(hardware)
     levels = (fast, slow) if len(hardware.network) > 1 else (fast,)
     priced = []
     for level in levels:
-        scaled, picks = _tuner_fits(hardware, op, level.name, algorithm)
-        ring = None if scaled or picks else calibration(hardware, op, level.name, where_.ranks, algorithm)
-        priced.append(replace(tuned, offset=scaled.latency_s if scaled else 0.0, scale=scaled.scale if scaled else 1.0,
-                              by_algorithm=picks) if scaled or picks else
-                      one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), ring) if ring else None)
+        if not any(tuner_fits(hardware, op, level.name, algorithm)):
+            ring = calibration(hardware, op, level.name, where_.ranks, algorithm)
+            priced.append(one_level_cost(level, op, where_.ranks, formula_for(op, algorithm), ring) if ring else None)
+            continue
+
+        def scaled_at(ranks, name=level.name):
+            scaled, picks = tuner_fits(hardware, op, name, algorithm, ranks)
+            return replace(tuned, offset=scaled.latency_s if scaled else 0.0, scale=scaled.scale if scaled else 1.0,
+                           by_algorithm=tuple((ALGORITHM_NAMES[c.algorithm], c.latency_s, c.scale) for c in picks))
+
+        priced.append(by_ranks(where_.ranks, scaled_at, hardware, op, level.name, algorithm))
     if not any(priced):
         return tuned
     return Calibrated(tuned, where_.domains, where_.ranks, *priced)
-
-
-def _tuner_calibration(hardware, op: str, level: str, algorithm: str):
-    """The calibration of model nccl for ``op`` (or its mirror) on ``level`` (fitted at the most ranks) under
-    ``algorithm`` itself ('auto': one fitted on NCCL's own picks as a whole), or None: it holds for groups of any size
-    there."""
-    fits = _fits(hardware, op, level, "nccl", algorithm, exact=True)
-    if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
-        fits = _fits(hardware, op, level, "nccl", "auto", exact=True)
-    return max(fits, key=lambda c: c.ranks) if fits else None
-
-
-def _tuner_fits(hardware, op: str, level: str, algorithm: str) -> tuple:
-    """(the calibration of model nccl for ``algorithm`` or None, the per-pick ones under NCCL's own choice): what
-    scales NCCL's tuner on ``level`` (:func:`_tuner_calibration`, :func:`_pick_calibrations`)."""
-    picks = _pick_calibrations(hardware, op, level) if algorithm == "auto" else ()
-    return _tuner_calibration(hardware, op, level, algorithm), picks
-
-
-def _pick_calibrations(hardware, op: str, level: str) -> tuple:
-    """((tuner's algorithm, offset, scale), ...) of the calibrations of model nccl fitted under one algorithm for
-    ``op`` (or its mirror) on ``level``: under NCCL's own choice each prices the sizes where NCCL picks its
-    algorithm, whatever the group (cost/nccl.TunedCost.by_algorithm)."""
-    from costmodel.cost.nccl import ALGORITHM_NAMES
-
-    named = {c.algorithm for c in hardware.calibration if c.model == "nccl" and c.algorithm != "auto"}
-    out = []
-    for name in sorted(named & set(ALGORITHM_NAMES)):
-        fits = _fits(hardware, op, level, "nccl", name, exact=True)
-        if fits:
-            best = max(fits, key=lambda c: c.ranks)
-            out.append((ALGORITHM_NAMES[name], best.latency_s, best.scale))
-    return tuple(out)
 
 
 def collective_seconds(hardware, *, op: str, buffer_bytes, where_: Placement, algorithm: str = "auto"):
@@ -268,10 +242,14 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
     """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses, in the
-    order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet."""
+    order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet; each fit
+    named by the op and algorithm it was fitted on (cost/nccl_fits.fit_words), in `comm`, `step` and `validate` alike."""
+    from costmodel.cost.nccl_fits import fit_words, tuner_fits
+
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    scaled, picks = _tuner_fits(hardware, op, level, algorithm) if tuned else (None, ())
+    ranks = where_.ranks if isinstance(where_.ranks, int) else None
+    scaled, picks = tuner_fits(hardware, op, level, algorithm, ranks) if tuned else (None, ())
     cal = None if scaled or picks else calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
         return cal[2]
@@ -279,14 +257,12 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
         from costmodel.cost.nccl import preset_of
 
         tuner = f"NCCL {hardware.nccl.version} tuner ({preset_of(hardware)})"
-        mirror = f" by {scaled.collective}'s fit, its mirror" if scaled and scaled.collective != op else ""
-        mirror += " (the fit of NCCL's own choice)" if scaled and scaled.algorithm != algorithm else ""
-        words = [f"{name} picks x {s:.3f} + {o * 1e6:.1f} us" for name, o, s in picks] + (
-            [f"{'others' if picks else 'all' if algorithm == 'auto' else algorithm} x {scaled.scale:.3f} + "
-             f"{scaled.latency_s * 1e6:.1f} us{mirror}"]
-            if scaled else [])
+        words = [fit_words(c, op, ranks, f"where NCCL picks {c.algorithm}") for c in picks]
+        if scaled:
+            own = "the fit of NCCL's own choice" if scaled.algorithm != algorithm else ""
+            words.append(fit_words(scaled, op, ranks, "its other picks" if picks else own))
         sources = sorted({c.source for c in hardware.calibration if c.model == "nccl" and c.level == level})
-        return f"{tuner}, calibrated on {level}: {'; '.join(words)} ({'; '.join(sources)})" if words else tuner
+        return f"{tuner}, calibrated on {level}: {', '.join(words)} ({'; '.join(sources)})" if words else tuner
     return "datasheet"
 
 
@@ -294,5 +270,7 @@ def calibrated(hardware, op: str, where_: Placement, algorithm: str = "auto") ->
     """Whether a fit to measurements (of either model) prices this collective."""
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    return bool((tuned and any(_tuner_fits(hardware, op, level, algorithm)))
+    from costmodel.cost.nccl_fits import tuner_fits
+
+    return bool((tuned and any(tuner_fits(hardware, op, level, algorithm)))
                 or calibration(hardware, op, level, where_.ranks, algorithm))
