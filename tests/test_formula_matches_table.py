@@ -92,9 +92,9 @@ def test_calibrated_spec_changes_comm_and_step_and_says_so(calibrated):
     layout = ("--model", "llama3-8b", "--tp", "8", "--fsdp", "4", "--tokens", "8192")
     sheet = run_json("comm", *layout, "--hardware", "h100-sxm")
     fitted = run_json("comm", *layout, "--hardware", str(calibrated))
-    assert sheet["time_model"] == ["NCCL 2.26.2 tuner (hgx-h100)"]  # the spec names its NCCL topology
-    assert any(name.startswith("NCCL 2.26.2 tuner (hgx-h100), calibrated on nvlink: ") and " x " in name
-               for name in fitted["time_model"])  # the fit scales NCCL's tuner (model nccl)
+    assert sheet["time_model"] == ["all-gather, all-reduce, reduce-scatter: NCCL 2.26.2 tuner (hgx-h100)"]
+    assert any(name.startswith("all-reduce: NCCL 2.26.2 tuner (hgx-h100), calibrated on nvlink: ") and " x " in name
+               for name in fitted["time_model"])  # the fit scales NCCL's tuner (model nccl), for the op it names
     tp = [(a, b) for a, b in zip(sheet["collectives"], fitted["collectives"]) if a["axis"] == "tp"]
     assert tp and all(b["seconds"] != pytest.approx(a["seconds"], rel=1e-3) for a, b in tp)
     assert all(a["bytes_sent"] == b["bytes_sent"] for a, b in zip(sheet["collectives"], fitted["collectives"]))
@@ -269,3 +269,15 @@ def test_readme_nvls_fill_before_and_after():
     before, after = errors(p5, "aws-p5", 2**26, 2**60)  # 64 MiB on: where 2.26.2 picks NVLS-tree too
     assert (round(min(before)), round(max(before)), round(statistics.median(map(abs, before)), 1)) == (-26, -2, 9.1)
     assert (round(min(after)), round(max(after)), round(statistics.median(map(abs, after)), 1)) == (-7, 6, 4.6)
+
+
+def test_comm_and_validate_name_each_fit_alike_with_its_op(calibrated):
+    """`comm` leads each time-model entry with the ops it priced, and words a fit as `validate` does: the op and
+    algorithm fitted, its scale and offset, the group size it was made at."""
+    comm = run_json("comm", "--model", "llama3-8b", "--tp", "8", "--tokens", "8192", "--hardware", str(calibrated))
+    (entry,) = [t for t in comm["time_model"] if t.startswith("all-reduce: ")]
+    checked = run_json("validate", str(LOGS[0].parent / "all_reduce_nvls.out"), "--hardware", str(calibrated))
+    words = checked["rows"][-1]["calibration"]
+    nvls = words[words.index("all-reduce/nvls x "):words.index("ranks", words.index("all-reduce/nvls x ")) + 5]
+    assert nvls.endswith("(at 8 ranks") and nvls in entry
+    assert f"{nvls}; where NCCL picks nvls)" in entry  # what it prices under NCCL's own choice

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from costmodel.cost.evaluate import comm_recipe
-from costmodel.report.common import console, emitted_json, layout_text, number, print_formula, table
+from costmodel.report.common import console, emitted_json, layout_text, number, print_formula, table, time_models
 from costmodel.report.tables import literal
 from costmodel.units import format_bytes
 
@@ -75,7 +75,6 @@ CONVENTION = ("time = the spec's calibration where it has one; else NCCL's tuner
 def comm(cost, layout, hardware, *, units, as_json, formula=None):
     """Print each collective of a step: buffer, bytes sent, level, time, and which calibration."""
     rows = cost.collectives
-    calibrations = sorted({r.calibration for r in rows})
     payload = {
         "model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
         "framework": cost.framework.name if cost.framework is not None else "exact",
@@ -91,7 +90,7 @@ def comm(cost, layout, hardware, *, units, as_json, formula=None):
         "total_bytes_sent": number(cost.bytes_sent),
         "total_seconds": cost.comm_seconds,
         "convention": CONVENTION,
-        "time_model": calibrations or ["datasheet"],
+        "time_model": time_models(rows),
     }
     sym = comm_symbolic(formula) if formula is not None else None
     if emitted_json(payload, sym, as_json):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from costmodel.inputs.placement import DEFAULT_PLACEMENT
 from costmodel.cost.step_range import errors, spread
 from costmodel.mathops import ceil_div
-from costmodel.report.common import console, emit_json, table
+from costmodel.report.common import console, emit_json, table, time_models
 from costmodel.report.tables import literal
 
 
@@ -31,7 +31,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
             "overlaps": {"data": b.overlap, "tp": b.tp_overlap, "p2p": b.p2p_overlap, "cp": b.cp_overlap},
             "data_overlap_source": b.overlap_why,
             "step_model_source": hardware.step_model.source,
-            "collective_time_model": sorted({r.calibration for r in cost.collectives}) or ["datasheet"],
+            "collective_time_model": time_models(cost.collectives),
             **_memory(cost, hardware)}
 
 
