@@ -232,7 +232,7 @@ def test_each_calibration_line_names_the_algorithm_it_was_fitted_under():
     assert sorted((op, algorithm) for op, algorithm, _ in lines) == [
         ("all-gather", "ring"), ("all-reduce", "nvls"), ("all-reduce", "ring"), ("reduce-scatter", "ring")]
     for op, algorithm, what in lines:
-        assert f"calibrated on nvlink: {algorithm} x " in what, (op, algorithm, what)
+        assert f"calibrated on nvlink: {op}/{algorithm} x " in what, (op, algorithm, what)
 
 
 @pytest.mark.parametrize("name, family", [
