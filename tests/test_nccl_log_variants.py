@@ -270,3 +270,20 @@ def test_rows_and_headers_that_disagree_are_refused(tmp_path):
     huge = "  ".join(t[:6] + ["1e308"] + t[7:])
     assert_refused(run(["import", "nccl-tests", str(write(tmp_path, text[:at] + [huge] + text[at + 1:]))]),
                    "no measurement")
+
+
+def test_a_table_of_one_placement_reads_which_its_banner_names(tmp_path):
+    """nccl-tests' trace replay times in-place only: a header with one 'time algbw busbw #wrong' group under an
+    'in-place' banner is in-place; its blank out-of-place columns (util.cu writeBenchMarkLineNullBody: 32 spaces
+    under a header of both groups) read as in-place rows alone. Either way the times are the log's in-place ones."""
+    inplace = [(b, p, t, a, w) for b, p, t, a, w in plain() if p == "in-place"]
+    banner = next(i for i, line in enumerate(lines()) if "out-of-place" in line)
+    header = {banner: "#" + " " * 64 + "in-place",
+              banner + 1: "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
+              banner + 2: "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"}
+    one = [header.get(i, "  ".join(line.split()[:5] + line.split()[-4:])
+                      if line.strip() and line.split()[0].isdigit() else line) for i, line in enumerate(lines())]
+    assert measured(write(tmp_path, one)) == inplace
+    blank = ["  ".join(line.split()[:5]) + " " * 32 + "  ".join(line.split()[-4:])
+             if line.strip() and line.split()[0].isdigit() else line for line in lines()]
+    assert measured(write(tmp_path, blank)) == inplace

@@ -275,3 +275,27 @@ def test_a_log_of_another_gpu_than_the_spec_gets_one_note(tmp_path):
                   "--gpus-per-node", "8"]]:  # no rank lines: nothing to compare
         outcome = run(["validate", *args, "--json"])
         assert outcome.code == 0 and _notes(outcome) == [], str(outcome)
+
+
+@pytest.mark.parametrize("trailer", [
+    ["slurmstepd: error: *** STEP 4242.0 ON gpu-dp-2jvzl-pqq7p CANCELLED AT 2025-03-05T22:09:44 DUE TO TIME LIMIT ***"],
+    ["gpu-dp:1596894:1596894 [0] NCCL WARN Cuda failure 'unspecified launch failure'"],
+    ["--------------------------------------------------------------------------",
+     "mpirun noticed that process rank 0 with PID 0 on node gpu-dp exited on signal 9 (Killed).",
+     "--------------------------------------------------------------------------"],
+])
+def test_a_last_row_cut_short_before_a_trailer_is_left_out(tmp_path, trailer):
+    """A job stopped by its time limit (or a crash) cuts the table's last data row short, and the scheduler, NCCL or
+    mpirun then print their own lines: the cut row is left out with a note, the rest read; a cut row followed by
+    another data row is no time limit and is refused."""
+    log = (MEASURED / "all_reduce_ring.out").read_text().splitlines()
+    last_row = max(i for i, line in enumerate(log) if line.strip()[:1].isdigit())
+    rows = sum(1 for line in log if line.strip()[:1].isdigit())
+    path = tmp_path / "all_reduce_ring.out"
+    path.write_text("\n".join(log[:last_row] + [log[last_row][:40]] + trailer) + "\n")
+    outcome = run(["import", "nccl-tests", str(path)])
+    assert outcome.code == 0, str(outcome)
+    assert len(json.loads(outcome.stdout)["runs"][0]["rows"]) == 2 * (rows - 1)
+    assert f"its last row (line {last_row + 1}) is cut short and left out" in outcome.stderr
+    path.write_text("\n".join(log[:last_row - 1] + [log[last_row - 1][:40], log[last_row]] + trailer) + "\n")
+    assert_refused(run(["import", "nccl-tests", str(path)]), "a data row needs at least")

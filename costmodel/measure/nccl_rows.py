@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -81,14 +82,17 @@ class _Layout:
     wrong: tuple  # the #wrong / error column's offset in each, or None
     lead: int | None = None  # the header's columns before the first time (size count type redop root: 5)
     delta: bool = False  # the column is 'error' (before 2.13): the largest deviation from the expected result
+    placements: tuple = ("out-of-place", "in-place")  # what each group times, as the banner above the header says
 
     @property
     def width(self) -> int:
         return sum(self.widths)
 
 
-def layout_of(columns: list[str], path, lineno: int) -> _Layout:
-    """A column header ('size count type redop root time algbw busbw #wrong time ...') as a :class:`_Layout`."""
+def layout_of(columns: list[str], path, lineno: int, banner: str | None = None) -> _Layout:
+    """A column header ('size count type redop root time algbw busbw #wrong time ...') as a :class:`_Layout`; the
+    line above it (``banner``: '#   out-of-place   in-place') names what each group of columns times, in order
+    (nccl-tests' trace replay prints the in-place group alone); without one, out-of-place comes first."""
     if "cputime" in columns:
         raise CostModelError(f"{path}:{lineno}: the log reports 'cputime' (nccl-tests -C 1): the host's time to "
                              "launch each operation, not the collective's; rerun without -C")
@@ -103,7 +107,9 @@ def layout_of(columns: list[str], path, lineno: int) -> _Layout:
         raise CostModelError(f"{path}:{lineno}: the column header names {shown(unknown[0], 20)}, which no nccl-tests "
                              f"version prints after 'time': {shown(' '.join(columns))}")
     wrong = tuple(next((j for j, name in enumerate(g) if name in ("#wrong", "error")), None) for g in groups)
-    return _Layout(tuple(len(g) for g in groups), wrong, starts[0], delta="error" in groups[0])
+    named = tuple(re.findall(r"(?<![\w-])(out-of-place|in-place)\b", banner or ""))
+    placements = named if len(named) == len(groups) else ("out-of-place", "in-place")[:len(groups)]
+    return _Layout(tuple(len(g) for g in groups), wrong, starts[0], delta="error" in groups[0], placements=placements)
 
 
 #: what nccl-tests prints after each placement's time (util.cu writeResultHeader; 'error' before 2.13)
@@ -121,6 +127,9 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
         fields = tokens[5:]  # no header: today's five leading columns; '#wrong' is absent in some versions
         layout = _DEFAULT if len(fields) >= 8 else _Layout((3, 3), (None, None))
         tokens = tokens[:5 + layout.width]
+    if layout.lead is not None and len(layout.widths) == 2 and len(tokens) == layout.lead + layout.widths[1]:
+        layout = replace(layout, widths=layout.widths[1:], wrong=layout.wrong[1:], placements=layout.placements[1:])
+        # nccl-tests' blank out-of-place columns (util.cu writeBenchMarkLineNullBody: trace replay runs in-place only)
     if len(tokens) < 2 + layout.width:
         raise CostModelError(f"{path}:{lineno}: a data row needs at least {2 + layout.width} columns, found "
                              f"{len(tokens)}: {shown(line.strip())}")
@@ -138,7 +147,7 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
                              f"up to {MESSAGE:,}")
     count = int(count)
     out, start = [], 0
-    for placement, width, wrong in zip(("out-of-place", "in-place"), layout.widths, layout.wrong):
+    for placement, width, wrong in zip(layout.placements, layout.widths, layout.wrong):
         chunk, start = fields[start:start + width], start + width
         if size:
             where = f"{path}:{lineno}"

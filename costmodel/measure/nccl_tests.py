@@ -90,10 +90,9 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
     algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
     op = canonical_collective(hints.op) if hints.op is not None else None
-    version = nccl = threads = layout = set_to = prefix = None
+    version = nccl = threads = layout = set_to = prefix = banner = cut = None
     sections: list[Section] = []
     lines = text.splitlines()
-    last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
     for lineno, line in enumerate(lines, 1):
         line = unlabelled(prefix.sub("", line, count=1) if prefix else line)
         if (m := _VERSION.search(line)):
@@ -115,19 +114,22 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
         elif line.lstrip().startswith("#"):
             columns = line.lstrip().lstrip("#").split()
             if columns[:2] == ["size", "count"]:
-                layout = layout_of(columns, path, lineno)
+                layout = layout_of(columns, path, lineno, banner)
+            banner = line  # the line above a column header names its placements
         elif is_row(line.split(), layout):
+            if cut:  # a row after an unreadable one: that one was not the last, cut short by a time limit
+                raise cut[0]
             section = _open(sections, path, lineno, op, threads)
             try:
                 rows = data_row(line, path, lineno, layout)
-            except CostModelError as err:
-                if lineno != last:
-                    raise
-                cut = str(err).removeprefix(f"{path}:{lineno}: ")
-                section.skipped = f"its last row (line {lineno}) is cut short and left out: {cut}"  # a time limit
-                rows = []
+            except CostModelError as err:  # kept while no data row follows: the last one, cut short
+                cut, rows = (err, section, lineno), []
             section.rows += [] if section.unmodelled else rows
         # anything else is not nccl-tests' table: NCCL_DEBUG lines, launcher and container notices
+    if cut:  # the last data row, followed by non-data lines only (a scheduler's, NCCL's or mpirun's notice)
+        err, section, lineno = cut
+        section.skipped = (f"its last row (line {lineno}) is cut short and left out: "  # a time limit
+                           f"{str(err).removeprefix(f'{path}:{lineno}: ')}")
     if not sections:
         raise CostModelError(f"{path}: no data rows: is this nccl-tests output?")
     algorithm = set_to or algorithm  # NCCL's own word on NCCL_ALGO over the file name's
