@@ -272,7 +272,7 @@ def test_a_log_of_another_gpu_than_the_spec_gets_one_note(tmp_path):
                  [str(a100), "--hardware", "aws-p4de"],  # 'AWS p4de.24xlarge: 8 x A100 80GB SXM'
                  [str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-96gb-500w"],  # a variant of the same
                  [str(OTHER / "aws-p4de-2node-allreduce.out"), "--hardware", "h100-sxm", "--nodes", "2",
-                  "--gpus-per-node", "8"]]:  # no rank lines: nothing to compare
+                  "--gpus-per-node", "8", "--algorithm", "auto"]]:  # no rank lines: nothing to compare
         outcome = run(["validate", *args, "--json"])
         assert outcome.code == 0 and _notes(outcome) == [], str(outcome)
 
@@ -299,3 +299,20 @@ def test_a_last_row_cut_short_before_a_trailer_is_left_out(tmp_path, trailer):
     assert f"its last row (line {last_row + 1}) is cut short and left out" in outcome.stderr
     path.write_text("\n".join(log[:last_row - 1] + [log[last_row - 1][:40], log[last_row]] + trailer) + "\n")
     assert_refused(run(["import", "nccl-tests", str(path)]), "a data row needs at least")
+
+
+def test_a_log_that_names_no_algorithm_gets_one_note(tmp_path):
+    """The shipped ring all-reduce log copied to a name that says nothing (ompi.out), with no NCCL_ALGO line: validate
+    prices NCCL's own choice and says so in one note naming --algorithm; with --algorithm ring, no note and the ring
+    log's own prediction; a name that says the algorithm needs no note."""
+    path = tmp_path / "ompi.out"
+    path.write_text((MEASURED / "all_reduce_ring.out").read_text())
+    told = run(["validate", str(path), "--hardware", "h100-sxm", "--op", "all-reduce", "--json"])
+    assert told.code == 0, str(told)
+    notes = [line for line in told.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "names no algorithm" in notes[0] and "--algorithm ring" in notes[0]
+    assert {r["algorithm"] for r in json.loads(told.stdout)["rows"]} == {"auto"}
+    ring = run(["validate", str(path), "--hardware", "h100-sxm", "--op", "all-reduce", "--algorithm", "ring", "--json"])
+    named = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm", "--json"])
+    assert "note:" not in ring.stderr + named.stderr
+    assert json.loads(ring.stdout)["median_abs_error_pct"] == json.loads(named.stdout)["median_abs_error_pct"]

@@ -70,7 +70,8 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
 
         if not is_json:
             docs.append(parse_log(path, hints or Hints(), text))
-            for note in docs[-1]["source"].get("skipped", []):  # the rest of a sweep reads; say what did not
+            source = docs[-1]["source"]  # the rest of a sweep reads; say what did not, and what was assumed
+            for note in source.get("skipped", []) + source.get("notes", []):
                 typer.echo(f"note: {note}", err=True)
             continue
         data = parse_document(text, str(path), "json")

@@ -149,13 +149,27 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
         environment = environment or env
         runs.append({"collective": section.collective, "algorithm": algorithm,
                      "rows": delta_checked(section.rows, env["world_size"]), "environment": env})
+    notes = [] if set_to or hints.algorithm or _named(Path(path), _ALGORITHMS) else untold_algorithm(path, runs)
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)],
-                   **({"skipped": skipped} if skipped else {})},
+                   **({"skipped": skipped} if skipped else {}), **({"notes": notes} if notes else {})},
         "environment": environment,
         "runs": runs,
     }
+
+
+def untold_algorithm(path, runs: list[dict]) -> list[str]:
+    """One note where a log of an op NCCL_ALGO steers names no algorithm (no NCCL_ALGO line, none in its file name):
+    it is priced as NCCL's own choice, which a run under NCCL_ALGO=ring would not be."""
+    from costmodel.cost.nccl import TUNED
+
+    steered = sorted({r["collective"] for r in runs if r["collective"] in TUNED and r["environment"]["world_size"] > 1})
+    if not steered:
+        return []
+    return [f"{path}: the log names no algorithm (no 'NCCL_ALGO set by environment' line, none in its file name): "
+            f"its {', '.join(steered)} rows are taken as NCCL's own choice; if it ran with NCCL_ALGO set, say so with "
+            "--algorithm (e.g. --algorithm ring)"]
 
 
 def _agreed(logged: str, given: str | None, path, lineno: int) -> str:
@@ -222,16 +236,19 @@ def program_of(name: str, path, lineno: int) -> str:
 def merge(documents: list[dict]) -> dict:
     """Several logs of one system as one document (runs appended, files listed)."""
     first = documents[0]
-    merged = {**first, "source": {**first["source"], "files": []}, "runs": []}
+    kept = {k: v for k, v in first["source"].items() if k not in ("skipped", "notes")}  # each doc's added below
+    merged = {**first, "source": {**kept, "files": []}, "runs": []}
     for doc in documents:
         files = doc["source"].get("files")
         merged["source"]["files"] += [str(f) for f in files] if isinstance(files, list) else []
         release = doc["source"].get("nccl")  # each log's own release (or none stated) stays with its runs
         merged["runs"] += [dict(run, environment=run.get("environment") or doc["environment"],
                                 nccl=run.get("nccl", release)) for run in doc["runs"]]
-        merged["source"]["skipped"] = merged["source"].get("skipped", []) + doc["source"].get("skipped", [])
+        for key in ("skipped", "notes"):
+            merged["source"][key] = merged["source"].get(key, []) + doc["source"].get(key, [])
     if len({doc["source"].get("nccl") for doc in documents}) > 1:  # no one release for them all
         merged["source"].pop("nccl", None)
-    if not merged["source"]["skipped"]:
-        del merged["source"]["skipped"]
+    for key in ("skipped", "notes"):
+        if not merged["source"][key]:
+            del merged["source"][key]
     return merged
