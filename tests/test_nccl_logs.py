@@ -316,3 +316,25 @@ def test_a_log_that_names_no_algorithm_gets_one_note(tmp_path):
     named = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm", "--json"])
     assert "note:" not in ring.stderr + named.stderr
     assert json.loads(ring.stdout)["median_abs_error_pct"] == json.loads(named.stdout)["median_abs_error_pct"]
+
+
+@pytest.mark.parametrize("op, nodes, assumed", [
+    ("all-to-all", 1, "p2p"), ("send/recv", 1, "p2p"), ("gather", 1, "p2p"), ("scatter", 1, "p2p"),
+    ("all-to-all", 2, "hierarchical"),  # the NICs' share and NVLink's at once (network._across_domains)
+    ("send/recv", 2, "p2p"), ("gather", 2, "p2p"), ("scatter", 2, "p2p"),  # flat over the NIC level
+])
+def test_assumed_names_what_prices_a_point_to_point_op(op, nodes, assumed):
+    """validate's `assumed` column names the formula that priced the row: the point-to-point ops are no ring; across
+    nodes only all-to-all runs in two levels, the others cross the NICs as one group."""
+    from costmodel.cost import network
+    from costmodel.cost.placement import Placement
+    from costmodel.measure.predict import predictor
+    from costmodel.specs.load import load_hardware
+
+    spec = load_hardware("h100-sxm")
+    model = predictor(spec, collective=op, algorithm="auto", nodes=nodes, gpus_per_node=8)
+    assert model.algorithm == assumed
+    where_ = Placement("measured", nodes * 8, 8, nodes)
+    flat = network.one_level_cost(network._levels(spec)[-1], op, nodes * 8, "ring", None)
+    assert (model.cost == flat) == (nodes == 2 and assumed == "p2p")  # flat: the network level's one formula
+    assert model.cost == network.link_cost(spec, op, where_)

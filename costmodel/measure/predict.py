@@ -63,7 +63,7 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
         raise CostModelError(f"no time model for {collective} yet (modelled: {', '.join(MODELLED)})")
     algorithm = network.applied_algorithm(collective, algorithm)
     tuned = hardware.kind == "gpu" and network._tuned(hardware, collective)  # NCCL's tuner: any algorithm it has
-    formula = "ring" if tuned else network.formula_for(collective, algorithm)
+    formula = "ring" if tuned else network.formula_for(collective, algorithm)  # a tuned one names NCCL's pick (at)
     fast = hardware.network[0]
     if nodes == 1:
         if fast.domain_size and gpus_per_node > fast.domain_size:
@@ -77,9 +77,21 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
     cost = network.link_cost(hardware, collective, where_, algorithm)
     calibrated = network.calibrated(hardware, collective, where_, algorithm)
     label = network.calibration_used(hardware, collective, where_, algorithm) if calibrated else ""
-    if nodes == 1:
-        return Predictor(cost, fast.name, formula, calibrated, label)
-    return Predictor(cost, hardware.network[-1].name, "ring" if calibrated else "hierarchical", calibrated, label)
+    level = fast.name if nodes == 1 else hardware.network[-1].name
+    return Predictor(cost, level, formula if tuned else priced_as(collective, formula, nodes, calibrated), calibrated,
+                     label)
+
+
+def priced_as(collective: str, formula: str, nodes: int, calibrated: bool) -> str:
+    """What network.link_cost prices a collective with, as validate's `assumed` column names it: 'p2p' (each rank's
+    shares sent straight to their peers: all-to-all, gather, scatter, a send), 'chain' (broadcast and reduce
+    pipelined through the ranks), ``formula`` (ring or NVLS) in one node; across nodes 'hierarchical' where two levels
+    price it (network._across_domains), else the same one-level formula over the network level."""
+    from costmodel.formulas import comms
+
+    one_level = "p2p" if collective in network.POINT_TO_POINT else "chain" if collective in comms.WHOLE else formula
+    two_levels = collective in network.HIERARCHICAL + ("all-to-all",) and not calibrated
+    return "hierarchical" if nodes > 1 and two_levels else one_level
 
 
 def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, nodes: int,

@@ -59,8 +59,9 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         c.print(f"Calibration: {literal(used)}")  # the algorithm the log ran: one op's fits differ by it
     _print_summary(c, "datasheet spec" if fits else "this spec", summary(before, min_bytes), min_bytes)
     if fits:
-        t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce, (n-1)/n gather/scatter, (n+1)/n NVLS), or "
-                  "t = alpha + b x NCCL's tuned time where the spec names its NCCL topology",
+        t = table("Fit: t = alpha + c S / B (c = 2(n-1)/n all-reduce; (n-1)/n all-gather, reduce-scatter, all-to-all, "
+                  "gather, scatter; 1 send/recv, broadcast, reduce; (n+1)/n NVLS), or t = alpha + b x NCCL's tuned "
+                  "time where the spec names its NCCL topology",
                   "collective", "algorithm", ">ranks", ">alpha", ">B or b", ">median |res|", ">max |res|")
         for f in fits:
             t.add_row(f.collective, f.algorithm, str(f.ranks), f"{f.latency_s * 1e6:.1f} us",
