@@ -338,3 +338,18 @@ def test_assumed_names_what_prices_a_point_to_point_op(op, nodes, assumed):
     flat = network.one_level_cost(network._levels(spec)[-1], op, nodes * 8, "ring", None)
     assert (model.cost == flat) == (nodes == 2 and assumed == "p2p")  # flat: the network level's one formula
     assert model.cost == network.link_cost(spec, op, where_)
+
+
+def test_a_cpu_run_over_gloo_gets_one_note_against_a_gpu_spec(tmp_path):
+    """A results file of `bench collectives` on gloo (environment.backend 'gloo', devices ['x86_64']) validated
+    against h100-sxm: priced all the same, with one note that the devices are CPUs and the backend is not NCCL."""
+    doc = json.loads(run(["import", "nccl-tests", str(MEASURED / "all_reduce_ring.out")]).stdout)
+    for env in [doc["environment"]] + [r["environment"] for r in doc["runs"]]:
+        env.update(backend="gloo", devices=["x86_64"])
+    path = tmp_path / "gloo.json"
+    path.write_text(json.dumps(doc))
+    outcome = run(["validate", str(path), "--hardware", "h100-sxm", "--json"])
+    assert outcome.code == 0, str(outcome)
+    notes = _notes(outcome)
+    assert len(notes) == 1 and "x86_64 (CPUs, not GPUs)" in notes[0] and "gloo (not NCCL)" in notes[0], notes
+    assert json.loads(outcome.stdout)["rows"]
