@@ -353,3 +353,20 @@ def test_a_cpu_run_over_gloo_gets_one_note_against_a_gpu_spec(tmp_path):
     notes = _notes(outcome)
     assert len(notes) == 1 and "x86_64 (CPUs, not GPUs)" in notes[0] and "gloo (not NCCL)" in notes[0], notes
     assert json.loads(outcome.stdout)["rows"]
+
+
+@pytest.mark.skipif(not OTHER.is_dir(), reason="../shared/data is beside the checkout (CI links it)")
+def test_world_flags_describe_the_logs_without_rank_lines():
+    """--nodes/--gpus-per-node give the world of the logs that list no ranks (the p5 log: 2 x 8); a log with rank
+    lines keeps its own (DGX Cloud: 1 x 8). Where no log given lacks rank lines, flags that disagree with them are
+    refused. Merged, nccl-tests' version is the one the logs state (the shipped log's 2.17.9; the others state none)."""
+    dgxc, p5 = OTHER / "dgxc-h100x8-allreduce.out", OTHER / "aws-p5-2node-allreduce.out"
+    outcome = run(["import", "nccl-tests", str(dgxc), str(p5), str(MEASURED / "all_reduce_ring.out"),
+                   "--nodes", "2", "--gpus-per-node", "8"])
+    assert outcome.code == 0, str(outcome)
+    document = json.loads(outcome.stdout)
+    assert [(r["environment"]["nodes"], r["environment"]["gpus_per_node"]) for r in document["runs"]] == [
+        (1, 8), (2, 8), (1, 8)]
+    assert document["source"]["version"] == "2.17.9"
+    assert_refused(run(["import", "nccl-tests", str(dgxc), "--nodes", "2", "--gpus-per-node", "8", "--algorithm",
+                        "auto"]), "no log given lacks")

@@ -29,7 +29,8 @@ LOG_HINTS = {
         metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: from the file name, else "
         "'auto' (NCCL's own choice).", rich_help_panel=_LOGS)], None),
     "nodes": (Annotated[Optional[int], typer.Option(
-        parser=whole(1, DEVICES), metavar="N", help="Nodes, for a log with no '#  Rank' lines.",
+        parser=whole(1, DEVICES), metavar="N", help="Nodes, for the logs with no '#  Rank' lines (a log that lists its "
+        "ranks keeps its own world).",
         rich_help_panel=_LOGS)], None),
     "gpus_per_node": (Annotated[Optional[int], typer.Option(
         parser=whole(1, DEVICES), metavar="N", help="GPUs per node, for a log with no '#  Rank' lines.",
@@ -59,6 +60,7 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     from costmodel.inputs.files import LOG_LIMIT, parse_document, read_text
     from costmodel.measure.nccl_json import is_nccl_tests_json, parse_json
     from costmodel.measure.nccl_tests import Hints, parse_log
+    from costmodel.measure.nccl_world import check_told
     from costmodel.measure.results import read_results
 
     docs = []
@@ -70,12 +72,13 @@ def load_measurements(paths: list[Path], hints=None) -> list[dict]:
 
         if not is_json:
             docs.append(parse_log(path, hints or Hints(), text))
-            source = docs[-1]["source"]  # the rest of a sweep reads; say what did not, and what was assumed
-            for note in source.get("skipped", []) + source.get("notes", []):
-                typer.echo(f"note: {note}", err=True)
             continue
         data = parse_document(text, str(path), "json")
         docs.append(parse_json(path, data, hints or Hints()) if is_nccl_tests_json(data) else read_results(path, text))
+    check_told(docs)
+    for source in (doc["source"] for doc in docs):  # the rest of a sweep reads; say what did not, what was assumed
+        for note in source.get("skipped", []) + source.get("notes", []):
+            typer.echo(f"note: {note}", err=True)
     return docs
 
 

@@ -153,10 +153,19 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)],
+                   **_world_flags(sections),
                    **({"skipped": skipped} if skipped else {}), **({"notes": notes} if notes else {})},
         "environment": environment,
         "runs": runs,
     }
+
+
+def _world_flags(sections: list) -> dict:
+    """Whether --nodes/--gpus-per-node gave a block its world ('told'), and where they disagree with a block's rank
+    lines ('disagrees'): nccl_world.check_told judges them over all the logs given."""
+    told = any(s.told for s in sections)
+    disagrees = next((s.disagrees for s in sections if s.disagrees), None)
+    return {**({"told": True} if told else {}), **({"disagrees": disagrees} if disagrees else {})}
 
 
 def untold_algorithm(path, runs: list[dict]) -> list[str]:
@@ -236,7 +245,8 @@ def program_of(name: str, path, lineno: int) -> str:
 def merge(documents: list[dict]) -> dict:
     """Several logs of one system as one document (runs appended, files listed)."""
     first = documents[0]
-    kept = {k: v for k, v in first["source"].items() if k not in ("skipped", "notes")}  # each doc's added below
+    kept = {k: v for k, v in first["source"].items()  # each doc's notes added below; the world flags judged before
+            if k not in ("skipped", "notes", "told", "disagrees")}
     merged = {**first, "source": {**kept, "files": []}, "runs": []}
     for doc in documents:
         files = doc["source"].get("files")
@@ -248,6 +258,8 @@ def merge(documents: list[dict]) -> dict:
             merged["source"][key] = merged["source"].get(key, []) + doc["source"].get(key, [])
     if len({doc["source"].get("nccl") for doc in documents}) > 1:  # no one release for them all
         merged["source"].pop("nccl", None)
+    stated = {doc["source"].get("version") for doc in documents} - {None}  # nccl-tests' own: where the logs agree
+    merged["source"]["version"] = stated.pop() if len(stated) == 1 else None
     for key in ("skipped", "notes"):
         if not merged["source"][key]:
             del merged["source"][key]

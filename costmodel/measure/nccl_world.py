@@ -16,6 +16,8 @@ class Section:
                  name: str | None = None):
         self.collective, self.lineno, self.unmodelled, self.name = collective, lineno, unmodelled, name or collective
         self.skipped: str | None = None  # why a part of its rows was left out
+        self.told = False  # its world is --nodes/--gpus-per-node's (it lists no ranks)
+        self.disagrees: str | None = None  # its rank lines' world is not --nodes/--gpus-per-node's (world_of)
         self.gpus_per_thread = gpus_per_thread  # nccl-tests -g: GPUs one thread drives
         self.ranks: dict[int, tuple[str, str, int]] = {}  # rank -> (host, device name, group)
         self.rows: list[dict] = []
@@ -59,16 +61,20 @@ def _spans(ranks: list[int]) -> str:
 
 
 def world_of(section: "Section", given: dict | None, previous: dict | None, path) -> dict:
-    """A block's world: its rank lines, else --nodes/--gpus-per-node, else the block before's."""
+    """A block's world: its rank lines, else --nodes/--gpus-per-node, else the block before's. Flags that disagree
+    with the rank lines describe the logs without any (several logs imported together): the block notes the
+    disagreement, which :func:`check_told` refuses where no log took the flags."""
     if section.ranks:
         listed = section.environment(path)
         if given and (given["nodes"], given["gpus_per_node"]) != (listed["nodes"], listed["gpus_per_node"]):
-            raise CostModelError(f"{path}: the log lists {listed['nodes']} x {listed['gpus_per_node']} ranks, but "
-                                 f"--nodes/--gpus-per-node say {given['nodes']} x {given['gpus_per_node']}")
+            section.disagrees = (f"{path}: the log lists {listed['nodes']} x {listed['gpus_per_node']} ranks, but "
+                                 f"--nodes/--gpus-per-node say {given['nodes']} x {given['gpus_per_node']}, and no "
+                                 "log given lacks '#  Rank' lines for them to describe")
         _check_bus_factor(section, listed, path, listed=True)  # groups the rank lines do not show (split masks)
         return listed
     if given or previous:
         world = given or previous
+        section.told = bool(given)
         _check_bus_factor(section, world, path)
         return world
     raise CostModelError(f"{path}: no '#  Rank' lines in the {section.collective} test (line {section.lineno}) "
@@ -99,3 +105,13 @@ def _check_bus_factor(section: "Section", world: dict, path, listed: bool = Fals
         raise CostModelError(f"{path}: the {section.collective} test (line {section.lineno}) has busbw / algbw = "
                              f"{ratio:.4g}, {passes} (n - 1)/n for n = {implied:.3g}, not for {told} "
                              f"({expected:.4g})")
+
+
+def check_told(documents: list[dict]) -> None:
+    """--nodes/--gpus-per-node are for logs without '#  Rank' lines: where every log lists its ranks and one lists
+    another world than the flags, the flags describe nothing given: one line says so."""
+    if any(doc["source"].get("told") for doc in documents):
+        return
+    for doc in documents:
+        if doc["source"].get("disagrees"):
+            raise CostModelError(doc["source"]["disagrees"])
