@@ -370,3 +370,21 @@ def test_world_flags_describe_the_logs_without_rank_lines():
     assert document["source"]["version"] == "2.17.9"
     assert_refused(run(["import", "nccl-tests", str(dgxc), "--nodes", "2", "--gpus-per-node", "8", "--algorithm",
                         "auto"]), "no log given lacks")
+
+
+def test_the_validate_table_adds_the_columns_its_rows_differ_in(tmp_path):
+    """A log with float and bfloat16 rows, both placements, or two worlds: the table shows dtype, placement, or
+    nodes x GPUs, each only where the rows differ in it (one log of one kind shows none)."""
+    from costmodel.measure.validate import Row
+    from costmodel.report.measure import distinguishing
+
+    def row(dtype="float", placement="out-of-place", nodes=1):
+        return Row("all-reduce", "ring", 2**20, nodes, 8, 1e-4, 1e-4, "nvlink", placement=placement, dtype=dtype)
+
+    assert list(distinguishing([row(), row()])) == []
+    assert list(distinguishing([row(), row(dtype="bfloat16")])) == ["dtype"]
+    assert list(distinguishing([row(), row(placement="in-place")])) == ["placement"]
+    assert list(distinguishing([row(), row(nodes=2)])) == ["nodes x GPUs"]
+    both = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm", "--placement", "both"])
+    plain = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm"])
+    assert "placement" in both.stdout.splitlines()[1] and "placement" not in plain.stdout.splitlines()[1]

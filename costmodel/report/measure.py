@@ -24,6 +24,16 @@ def rows_json(rows) -> list[dict]:
              "placement": r.placement, "dtype": r.dtype or None} for r in rows]
 
 
+#: what tells a log's rows apart beyond op, algorithm and size: a column each, shown only where the rows differ in it
+_SPLITS = {"nodes x GPUs": lambda r: f"{r.nodes}x{r.gpus_per_node}", "dtype": lambda r: r.dtype or "-",
+           "placement": lambda r: r.placement}
+
+
+def distinguishing(rows) -> dict:
+    """The columns of :data:`_SPLITS` whose values differ among ``rows`` (several worlds, dtypes, placements)."""
+    return {name: cell for name, cell in _SPLITS.items() if len({cell(r) for r in rows}) > 1}
+
+
 def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
     from costmodel.measure.validate import summary
 
@@ -42,12 +52,13 @@ def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2
         emit_json(payload)
         return
     c = console()
-    t = table(f"Predicted vs measured on {literal(spec.name)}" + (" (after --fit)" if after is not None else ""),
-              "collective", "algorithm", ">size", "assumed", ">measured", ">predicted", ">error")
     shown = [r for r in rows if r.bytes >= min_bytes]
+    extra = distinguishing(shown)
+    t = table(f"Predicted vs measured on {literal(spec.name)}" + (" (after --fit)" if after is not None else ""),
+              "collective", "algorithm", *extra, ">size", "assumed", ">measured", ">predicted", ">error")
     for r in shown[:TABLE_ROWS]:
-        t.add_row(r.collective, r.algorithm, format_bytes(r.bytes, UnitSystem.iec), r.assumed,
-                  f"{r.measured_s * 1e6:,.1f} us",
+        t.add_row(r.collective, r.algorithm, *(cell(r) for cell in extra.values()),
+                  format_bytes(r.bytes, UnitSystem.iec), r.assumed, f"{r.measured_s * 1e6:,.1f} us",
                   f"{r.predicted_s * 1e6:,.1f} us", f"{r.error_pct:+.1f}%")
     c.print(t)
     if len(shown) > TABLE_ROWS:
