@@ -388,3 +388,16 @@ def test_the_validate_table_adds_the_columns_its_rows_differ_in(tmp_path):
     both = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm", "--placement", "both"])
     plain = run(["validate", str(MEASURED / "all_reduce_ring.out"), "--hardware", "h100-sxm"])
     assert "placement" in both.stdout.splitlines()[1] and "placement" not in plain.stdout.splitlines()[1]
+
+
+def test_import_takes_no_plain_and_json_adds_the_document_to_out(tmp_path):
+    """`import nccl-tests` prints JSON or one line, no table: it takes no --plain (which would change nothing); --json
+    prints the document beside --out's file, and without --out the document is printed either way."""
+    log = str(MEASURED / "all_reduce_ring.out")
+    assert_refused(run(["import", "nccl-tests", log, "--plain"]), "--plain")
+    alone, with_json = run(["import", "nccl-tests", log]), run(["import", "nccl-tests", log, "--json"])
+    assert json.loads(alone.stdout) == json.loads(with_json.stdout)
+    out = tmp_path / "mine.json"
+    both = run(["import", "nccl-tests", log, "--out", str(out), "--json"])
+    assert json.loads(both.stdout) == json.loads(out.read_text()) == json.loads(alone.stdout)
+    assert run(["import", "nccl-tests", log, "--out", str(tmp_path / "b.json")]).stdout.startswith("wrote ")

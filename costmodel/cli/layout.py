@@ -121,9 +121,16 @@ def extend(command, added: dict, into: str | None, build):
     return wrapper
 
 
+def no_tables(command):
+    """Mark a command that prints no table (JSON, or one line): :func:`with_plain` gives it no --plain, which would
+    change nothing."""
+    command.prints_no_table = True
+    return command
+
+
 def with_plain(command):
-    """Add --plain to a command (every command has it; costmodel.cli adds it when it builds them)."""
-    if "plain" in inspect.signature(command).parameters:
+    """Add --plain to a command (every command that prints tables; costmodel.cli adds it when it builds them)."""
+    if "plain" in inspect.signature(command).parameters or getattr(command, "prints_no_table", False):
         return command
 
     def build(own, plain: bool) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from costmodel.cli import options as o
+from costmodel.cli.layout import no_tables
 from costmodel.errors import CostModelError
 from costmodel.inputs.files import shown
 from costmodel.inputs.bounds import DEVICES
@@ -26,14 +27,14 @@ LOG_HINTS = {
         metavar="OP", help="The collective, for a log with no 'Collective test starting' line whose file name names "
         f"none: {', '.join(COLLECTIVES)}.", rich_help_panel=_LOGS)], None),
     "algorithm": (Annotated[Optional[str], typer.Option(
-        metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: from the file name, else "
-        "'auto' (NCCL's own choice).", rich_help_panel=_LOGS)], None),
+        metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: a log's 'NCCL_ALGO set by "
+        "environment' line, else its file name, else 'auto' (NCCL's own choice, with a note).", rich_help_panel=_LOGS)], None),
     "nodes": (Annotated[Optional[int], typer.Option(
         parser=whole(1, DEVICES), metavar="N", help="Nodes, for the logs with no '#  Rank' lines (a log that lists its "
         "ranks keeps its own world).",
         rich_help_panel=_LOGS)], None),
     "gpus_per_node": (Annotated[Optional[int], typer.Option(
-        parser=whole(1, DEVICES), metavar="N", help="GPUs per node, for a log with no '#  Rank' lines.",
+        parser=whole(1, DEVICES), metavar="N", help="GPUs per node, for the logs with no '#  Rank' lines.",
         rich_help_panel=_LOGS)], None),
 }
 
@@ -113,14 +114,21 @@ def out_path(out: Optional[Path]) -> Optional[Path]:
     return writable(out) if out is not None else None
 
 
+@import_app.callback()
+def _import_group() -> None:
+    """Read other tools' benchmark output into cost4d's results format (JSON: no tables, so no --plain)."""
+
+
 @import_app.command("nccl-tests")
+@no_tables
 @with_log_hints
 def import_nccl_tests(
     logs: Annotated[list[Path], typer.Argument(metavar="LOG", help="nccl-tests output files (all_reduce_perf, ...).")],
     out: Annotated[Optional[Path], typer.Option(metavar="FILE",
                                                 help="Write the JSON here (atomically) instead of stdout.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results JSON (also with --out, which "
-                                          "otherwise prints one line).", rich_help_panel="Output")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --out, print the results JSON as well (--out alone "
+                                          "prints one line; without --out the JSON is always printed).",
+                                          rich_help_panel="Output")] = False,
     *,
     hints,
 ) -> None:
