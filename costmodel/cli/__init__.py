@@ -181,7 +181,8 @@ def _version(value: bool) -> None:
 def _app(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                       help="Print the version and exit."),
          plain: bool = typer.Option(False, "--plain", help="Plain tables (no box drawing, no colour) on a terminal "
-                                    "too, as when output is piped; every command that prints tables also takes --plain.")) -> None:
+                                    "too, as when output is piped; every command that prints tables also takes "
+                                    "--plain.")) -> None:
     """What 4D-parallel training costs in memory, FLOPs, communication and time, with the formulas."""
     from costmodel.report import common
 

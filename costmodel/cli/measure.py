@@ -27,8 +27,9 @@ LOG_HINTS = {
         metavar="OP", help="The collective, for a log with no 'Collective test starting' line whose file name names "
         f"none: {', '.join(COLLECTIVES)}.", rich_help_panel=_LOGS)], None),
     "algorithm": (Annotated[Optional[str], typer.Option(
-        metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: a log's 'NCCL_ALGO set by "
-        "environment' line, else its file name, else 'auto' (NCCL's own choice, with a note).", rich_help_panel=_LOGS)], None),
+        metavar="ALGO", help=f"NCCL_ALGO the logs ran with: {', '.join(ALGORITHMS)}; default: a log's 'NCCL_ALGO set "
+        "by environment' line, else its file name, else 'auto' (NCCL's own choice, with a note).",
+        rich_help_panel=_LOGS)], None),
     "nodes": (Annotated[Optional[int], typer.Option(
         parser=whole(1, DEVICES), metavar="N", help="Nodes, for the logs with no '#  Rank' lines (a log that lists its "
         "ranks keeps its own world).",

@@ -243,7 +243,8 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:
     """Which calibration (or NCCL's tuner, or 'datasheet') a single layout's collective uses, in the
     order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet; each fit
-    named by the op and algorithm it was fitted on (cost/nccl_fits.fit_words), in `comm`, `step` and `validate` alike."""
+    named by the op and algorithm it was fitted on (cost/nccl_fits.fit_words), in `comm`, `step` and `validate`
+    alike."""
     from costmodel.cost.nccl_fits import fit_words, tuner_fits
 
     level = reached_level(hardware, where_).name

@@ -16,7 +16,8 @@ def number(value):
 
 def time_models(rows) -> list[str]:
     """What priced each op's collectives, one entry per distinct calibration text, led by the ops it priced
-    ("all-gather, reduce-scatter: NCCL 2.26.2 tuner (hgx-h100)"): `comm`'s time_model, `step`'s collective_time_model."""
+    ("all-gather, reduce-scatter: NCCL 2.26.2 tuner (hgx-h100)"): `comm`'s time_model, `step`'s
+    collective_time_model."""
     ops: dict[str, set] = {}
     for r in rows:
         ops.setdefault(r.calibration, set()).add(r.collective.op)
