@@ -1022,3 +1022,16 @@ def test_ends_split_arrays_see_the_first_expert_stage_when_each_stage_holds_one_
                                              tokens=np.array([4096])))
     one = evaluate(shape, MEGATRON, Point(pp=pp, microbatches=pp, split="ends", tokens=4096))
     assert arrays.memory_bytes[0] == pytest.approx(one.memory_bytes, rel=1e-12)
+
+
+@pytest.mark.parametrize("split", ["even", "ends"])
+def test_symbolic_memory_of_a_moe_with_dense_first_layers_under_a_pipeline(split):
+    """`memory --symbolic` on DeepSeek-V3 (3 dense layers) with stages: the letter L_d takes the second stage for the
+    middle ones (the ends split's one more middle stage is for whole numbers only; a review found it asked max() of
+    a letter and crashed): it prints the formula beside the numbers."""
+    out = subprocess.run([sys.executable, "-m", "costmodel", "memory", "--model", "deepseek-v3", "--pp", "4", "--ep", "8",
+                          "--fsdp", "8", "--tokens", "4096", "--split", split, "--symbolic", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-800:]
+    data = json.loads(out.stdout)
+    assert data["symbolic"] and data["total_bytes"] > 0

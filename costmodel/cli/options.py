@@ -8,7 +8,7 @@ import typer
 
 from costmodel.inputs import arguments, bounds
 from costmodel.inputs.numbers import real, whole
-from costmodel.specs import SCHEDULES
+from costmodel.specs import SCHEDULES, SPLITS
 from costmodel.units import UnitSystem
 
 DEGREE = dict(parser=whole(*arguments.DEGREE), metavar="N")
@@ -128,7 +128,7 @@ TpKvOpt = Annotated[str, typer.Option(metavar="split|replicate",
     help="KV heads under TP: split (--tp must divide them) or replicate (--tp may be a multiple of them: each "
     "rank keeps a copy of the KV head its query heads read, and the copies' gradients are all-reduced).",
     rich_help_panel=_ADV)]
-SplitOpt = Annotated[Optional[str], typer.Option(metavar="even|ends|compute",
+SplitOpt = Annotated[Optional[str], choices(SPLITS, "SPLIT",
     help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more), ends (even over L + 2: "
     "the embedding and the loss count as a layer each on the first and last stage, as Megatron's "
     "account_for_embedding and account_for_loss options do) or compute "

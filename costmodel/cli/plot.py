@@ -240,6 +240,7 @@ def plan_cmd(
     precision: PrecisionOpt = "bf16",
     headroom: HeadroomOpt = 0.0,
     memory: MemoryOpt = "likely",
+    split: o.SplitOpt = None,
     as_json: PlotJsonOpt = False,
 ) -> None:
     """Tokens/s against peak memory of every feasible layout, the Pareto front highlighted (the figure of
@@ -252,7 +253,7 @@ def plan_cmd(
 
     check_path(out, "--out")
     _, spec, _, device, _, result, header = search(model, hardware, gpus, global_batch, seq, recipe, framework,
-                                                   precision, None, 1, headroom, memory=memory)
+                                                   precision, None, 1, headroom, memory=memory, split=split)
     plan_cloud(result, header, out)
     _done(as_json, out, "plan", f"{spec.name} on {gpus:,} x {device.name}: {result.feasible:,} feasible layouts, the "
           f"best {result.best[0].tokens_per_s:,.0f} tokens/s", lambda d: d.plan_cloud(result))

@@ -23,8 +23,10 @@ from costmodel.cost.runs import CP_INSIDE_DATA, cp_kinds
 from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
+from costmodel.parallel.pipeline.stages import slots
 from costmodel.record import record
 from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
+from costmodel.specs import SPLITS
 from costmodel.units import UnitSystem, in_unit
 
 #: structure varied by the search: (zero, recompute, schedule, chunks)
@@ -122,14 +124,16 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     kinds = cp_kinds(framework)
     default_split = framework.split if framework is not None else "even"
     split = split or default_split
-    slots = shape.layers + 2 if split == "ends" else shape.layers  # what interleaved chunks divide
+    if split not in SPLITS:
+        raise CostModelError(f"--split {str(split)[:40]!r}: use {', '.join(SPLITS[:-1])} or {SPLITS[-1]}")
+    room = slots(shape.layers, split)  # what interleaved chunks divide
     for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
                                                                               SEQUENCE_PARALLEL):
         keep = np.ones(len(rows), dtype=bool)
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
-            keep &= (pp > 1) & (steps % pp == 0) & (slots % (pp * chunks) == 0)
+            keep &= (pp > 1) & (steps % pp == 0) & (room % (pp * chunks) == 0)
         if cp_kind != kinds[0]:
             keep &= cp > 1  # one CP device: the kind changes nothing, the first kind's group has it
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its

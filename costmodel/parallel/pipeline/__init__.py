@@ -10,8 +10,8 @@ from costmodel.formulas.pipeline import bubble_fraction, p2p_bytes_per_microbatc
 from costmodel.mathops import ceil_div, above_one, exact_div, indicator, where
 from costmodel.parallel.collective import Collective, Rule, present, times_each
 from costmodel.parallel.data.state import runs_autocast
-from costmodel.parallel.pipeline.stages import (StageRole, in_flight, output_in_flight, representative_stages, stage_layers,
-                                                stage_start)
+from costmodel.parallel.pipeline.stages import (StageRole, in_flight, output_in_flight, representative_stages, slots,
+                                                stage_layers, stage_start)
 
 NAME = "pp"
 
@@ -20,11 +20,10 @@ def checks(shape, point) -> list[Rule]:
     """No more stages than layers (uneven splits are allowed: the first stages take one more), and at
     least one layer in every interleaved model chunk; under the ends split the embedding and the loss count as
     layers (Megatron-core builds a first or last chunk that holds only them)."""
-    ends = point.split == "ends"
-    slots = shape.layers + 2 if ends else shape.layers
-    what = f"{shape.layers} layers and its embedding and loss" if ends else f"{shape.layers} layers"
-    return [Rule(point.pp <= slots, lambda: f"--pp {point.pp} is more than the model's {what}"),
-            Rule(point.pp * point.chunks <= slots,
+    room = slots(shape.layers, point.split)
+    what = f"{shape.layers} layers" + (" and its embedding and loss" if point.split == "ends" else "")
+    return [Rule(point.pp <= room, lambda: f"--pp {point.pp} is more than the model's {what}"),
+            Rule(point.pp * point.chunks <= room,
                  lambda: f"--pp {point.pp} x --chunks {point.chunks} = {point.pp * point.chunks} model chunks, "
                  f"more than the model's {what}")] + _compute_split_rules(shape, point)
 

@@ -39,8 +39,10 @@ def representative_stages(pp, dense_layers=0, split: str = "even") -> list[Stage
     if isinstance(pp, int):
         return every_stage(pp)
     single = indicator(equals(pp, 1))  # a letter p is above 1: no stage is both first and last
-    last_middle = max(1, dense_layers + (1 if split == "ends" and dense_layers else 0))
-    middles = range(1, last_middle + 1) if isinstance(dense_layers, int) else range(1, 2)
+    if isinstance(dense_layers, int):
+        middles = range(1, max(1, dense_layers + (1 if split == "ends" and dense_layers else 0)) + 1)
+    else:  # a letter L_d: the second stage stands for the middle ones
+        middles = range(1, 2)
     return [StageRole(0, 1, single),
             *(StageRole(i, 0, indicator(equals(pp, i + 1)), exists=pp > i if i > 1 else above_one(pp))
               for i in middles),
@@ -68,8 +70,13 @@ def stage_layers(layers, pp, role: StageRole, split: str = "even", costs=None):
             return layers - where(above_one(pp), end(pp - 2), 0)
         return end(role.index) - end(role.index - 1)
     if split == "ends":
-        return _even(layers + 2, pp, role) - role.first - role.last
+        return _even(slots(layers, split), pp, role) - role.first - role.last
     return _even(layers, pp, role)
+
+
+def slots(layers, split: str = "even"):
+    """What the stages split: the layers, and under ``ends`` the embedding's and the loss's slot too (L + 2)."""
+    return layers + 2 if split == "ends" else layers
 
 
 def _even(slots, pp, role: StageRole):
@@ -91,8 +98,13 @@ def stage_start(layers, pp, role: StageRole, split: str = "even", costs=None):
         return pl.balanced_stage_end(stage=role.index - 1, stages=pp, layers=layers, layer_cost=costs[0],
                                      output_cost=costs[1])
     if split == "ends":  # the slots before it, less the embedding's
-        return role.index * floor_div(layers + 2, pp) + minimum(role.index, remainder(layers + 2, pp)) - 1
-    return role.index * floor_div(layers, pp) + minimum(role.index, remainder(layers, pp))
+        return _even_start(slots(layers, split), pp, role) - 1
+    return _even_start(layers, pp, role)
+
+
+def _even_start(slots, pp, role: StageRole):
+    """Slots on the stages before a middle one under Megatron's uniform split (:func:`_even`)."""
+    return role.index * floor_div(slots, pp) + minimum(role.index, remainder(slots, pp))
 
 
 def output_in_flight(point, role: StageRole):
