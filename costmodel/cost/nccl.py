@@ -17,8 +17,7 @@ import math
 from dataclasses import field, replace
 
 from costmodel.errors import CostModelError
-from costmodel.formulas import nccl_nvls as nvls
-from costmodel.formulas import nccl_tree as tree
+from costmodel.cost.nccl_fills import Candidate, fills_us, nvls_heads, tree_fill_per_byte
 from costmodel.formulas import nccl_topologies as nx
 from costmodel.formulas import nccl_versions as nv
 from costmodel.formulas import nccl_tuner as nt
@@ -40,14 +39,10 @@ PRESETS = tuple(nx.BUILDERS)
 #: what a system's NIC plugin sets in NCCL's environment
 PLUGIN_ENV = {"aws-p4de": {"protocols_env": SIMPLE_ONLY}}
 #: per-GPU bandwidth (GB/s) NCCL's topology gives point-to-point traffic (all-to-all, sends, gather,
-#: scatter): (inside the node, out to the network), each the narrowest link of the path
-P2P_GBS = {
-    "hgx-h100": (370.8, 48.0),  # 18 NVLinks x SM90_NVLINK_BW 20.6 (topo.h:17, topo.cc:586-587); a 50 GB/s
-                                # NIC behind PCIe Gen5 x16 = 48 GB/s (topo.cc:408-411, 476)
-    "aws-p5": (370.8, 48.0),    # as hgx-h100: 4 x 12.5 GB/s EFA per GPU behind the same PCIe link (estimate)
-    "hgx-a100": (240.0, 24.0),  # 12 NVLinks x SM80_NVLINK_BW 20 (topo.h:16); HDR 25 behind PCIe Gen4 24
-    "aws-p4de": (240.0, 6.25),  # one 12.5 GB/s EFA NIC per 2 GPUs (aws-ofi-nccl p4de-24xl-topo.xml)
-}
+#: scatter): (inside the node: the GPU's NVLink as the graphs count it, out to the network: the narrowest link of
+#: the path, the NIC's share or the PCIe link it sits behind), from the presets' own figures
+P2P_GBS = {preset: (one(8).nvlink_gbs, min(nx.NIC_BYTES_PER_S[preset], nx.NIC_PATH_LIMIT[preset]) / 1e9)
+           for preset, (one, _) in nx.BUILDERS.items()}
 #: algorithm names in logs and calibrations -> the tuner's
 ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat",
                    "collnet": "collnet_direct", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
@@ -140,61 +135,33 @@ def _choice(preset: str, op: str, buffer_bytes: int, nodes: int, per_node: int, 
     timed = timing(topo, hop_us if nodes > 1 else None)
     if timed is not topo:
         seconds = 1e-6 * nt.algo_time_us(coll=TUNED[op], algo=algo, proto=proto, n_bytes=buffer_bytes, topo=timed)
-    per_byte = tree_fill_per_byte(TUNED[op], algo, proto, timed)
-    if per_byte:
-        seconds += 1e-6 * tree.fill_us(buffer_bytes, per_byte_us=per_byte, channels=topo.coll_channels)
-    heads = nvls_heads(TUNED[op], algo, topo)
-    if heads:
-        seconds += 1e-6 * nvls.fill_us(buffer_bytes, heads=heads, max_channels=topo.nvls_channels, nodes=nodes,
-                                       bandwidth_gbs=nt.tuned_bandwidth_gbs(coll=TUNED[op], algo=algo, proto=proto,
-                                                                            topo=timed))
-    return algo, proto, seconds
-
-
-def nvls_heads(coll: str, algo: str, topo: nt.Topology) -> int:
-    """The NVLS heads (one per GPU of the node, graph/connect.cc:241-258) where the time adds the pipeline
-    fill of an NVLS all-reduce (one node) or NVLS-tree one (several; formulas/nccl_nvls.py), else 0: the
-    tuner's time stands."""
-    nvls_here = (algo == "nvls" and topo.n_nodes == 1) or (algo == "nvls_tree" and topo.n_nodes > 1)
-    return topo.max_local_ranks if nvls_here and coll == "all_reduce" else 0
-
-
-def tree_fill_per_byte(coll: str, algo: str, proto: str, topo: nt.Topology) -> float:
-    """Microseconds per byte of a channel's first chunk that a tree all-reduce with the Simple protocol adds to
-    the tuner's time (formulas/nccl_tree.py), else 0: the tuner's time stands."""
-    if (coll, algo, proto) != ("all_reduce", "tree", "Simple"):
-        return 0.0
-    return tree.fill_us_per_byte(ranks_per_node=topo.n_ranks // topo.n_nodes, nodes=topo.n_nodes,
-                                 channels=topo.coll_channels, nvlink_gbs=topo.nvlink_gbs,
-                                 network_gbs=topo.tree.n_channels * topo.tree.bw_inter_gbs, pattern=topo.tree.pattern)
+    return algo, proto, seconds + 1e-6 * fills_us(buffer_bytes, candidate(TUNED[op], algo, proto, topo, timed))
 
 
 def candidates(preset: str, op: str, nodes: int, per_node: int, algorithm: str, hop_us=None,
-               version: tuple = nv.TRANSCRIBED) -> list[tuple]:
-    """(latency us, bandwidth GB/s, tree-corrected, plateau bytes or 0, timed latency us, timed bandwidth GB/s,
-    NVLS heads or 0, NVLS channels, nodes, the algorithm's index in nccl_tuner.ALGORITHMS, a tree's fill in us
-    per byte or 0, the channels) of every (algorithm, protocol) the tuner would consider: NCCL's
-    estimate = latency (x 1.4 past the plateau) + S / (1000 B x correction) picks one; its time takes the
-    timed latency and bandwidth (:func:`timing`), and NVLS heads and a Simple tree add the pipeline fill."""
+               version: tuple = nv.TRANSCRIBED) -> list[Candidate]:
+    """Every (algorithm, protocol) the tuner would consider (:func:`candidate`): NCCL's estimate = latency (x 1.4
+    past the plateau) + S / (1000 B x correction) picks one; its time takes the timed latency and bandwidth
+    (:func:`timing`) and what its kernel adds (nccl_fills.fills_us)."""
     topo = restricted(topology(preset, nodes, per_node, version), algorithm)
     timed = timing(topo, hop_us)
-    coll, out = TUNED[op], []
-    for algo in nt.ALGORITHMS:
-        if not nt.is_candidate(coll=coll, algo=algo, topo=topo):
-            continue
-        for proto in nt.PROTOCOLS:
-            bandwidth = nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=topo)
-            if bandwidth > 0:
-                plateau = (algo == "ring" and proto == "Simple" and topo.n_nodes > 1 and coll == "all_reduce")
-                out.append((nt.latency_us(coll=coll, algo=algo, proto=proto, topo=topo), bandwidth,
-                            proto if algo == "tree" and coll == "all_reduce" else None,
-                            64 * topo.coll_channels * topo.n_ranks if plateau else 0,
-                            nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
-                            nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=timed) or bandwidth,
-                            nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes,
-                            nt.ALGORITHMS.index(algo), tree_fill_per_byte(coll, algo, proto, timed),
-                            topo.coll_channels))
-    return out
+    coll = TUNED[op]
+    return [candidate(coll, algo, proto, topo, timed) for algo in nt.ALGORITHMS
+            if nt.is_candidate(coll=coll, algo=algo, topo=topo) for proto in nt.PROTOCOLS
+            if nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=topo) > 0]
+
+
+def candidate(coll: str, algo: str, proto: str, topo: nt.Topology, timed: nt.Topology) -> Candidate:
+    """One (algorithm, protocol) on ``topo`` (the release that decides), timed on ``timed`` (:func:`timing`)."""
+    bandwidth = nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=topo)
+    plateau = algo == "ring" and proto == "Simple" and topo.n_nodes > 1 and coll == "all_reduce"
+    return Candidate(nt.latency_us(coll=coll, algo=algo, proto=proto, topo=topo), bandwidth,
+                     proto if algo == "tree" and coll == "all_reduce" else None,
+                     64 * topo.coll_channels * topo.n_ranks if plateau else 0,
+                     nt.latency_us(coll=coll, algo=algo, proto=proto, topo=timed),
+                     nt.tuned_bandwidth_gbs(coll=coll, algo=algo, proto=proto, topo=timed) or bandwidth,
+                     nvls_heads(coll, algo, topo), topo.nvls_channels, topo.n_nodes, nt.ALGORITHMS.index(algo),
+                     tree_fill_per_byte(coll, algo, proto, timed), topo.coll_channels)
 
 
 def tuned_cost(hardware, op: str, nodes, per_node, algorithm: str = "auto", memo: dict | None = None) -> "TunedCost":

@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 
 from costmodel.cost.nccl import TunedCost, candidates
-from costmodel.formulas import nccl_nvls as nvls
-from costmodel.formulas import nccl_tree as tree_fill
+from costmodel.cost.nccl_fills import Candidate, fills_us
 from costmodel.formulas import nccl_tuner as nt
 from costmodel.formulas import nccl_versions as nv
 
@@ -27,30 +26,23 @@ def array_seconds(cost: TunedCost, buffer_bytes):
 
     shape = np.broadcast_shapes(np.shape(buffer_bytes), np.shape(cost.nodes), np.shape(cost.per_node))
     groups, group, s, back = _combos(cost, buffer_bytes, shape)
-    table = _slots(cost.preset, cost.op, cost.algorithm, tuple((n, g) for n, g, _ in groups), cost.hop_us,
-                   cost.version)
-    latency, bandwidth, tree, plateau, timed, timed_bandwidth, heads, channels, nodes, algos, per_byte, coll = (
-        column[:, group] for column in table)  # K x distinct (group, size)
-    past = (plateau > 0) & (s >= plateau)
+    slots = Candidate(*(column[:, group] for column in _slots(cost.preset, cost.op, cost.algorithm,
+                                                              tuple((n, g) for n, g, _ in groups), cost.hop_us,
+                                                              cost.version)))  # K x distinct (group, size)
+    past = (slots.plateau_bytes > 0) & (s >= slots.plateau_bytes)
     factors = np.asarray(nt.TREE_CORRECTION_FACTOR + ((1.0,) * len(nt.TREE_CORRECTION_FACTOR[0]),))
     bucket = np.floor(np.log2(np.maximum(np.floor(s / 64), 0.5))).astype(int)
     inside = (bucket >= 0) & (bucket < factors.shape[1])
-    correction = np.where(inside, factors[tree, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
-    transfer = s / (1000 * bandwidth * correction)
-    pick = np.argmin(np.where(past, latency * 1.4, latency) + transfer, axis=0)  # NCCL's choice
-    picked = (pick, np.arange(pick.size))  # its slot in each column
-    chosen = (np.where(past, timed * 1.4, timed) + s / (1000 * timed_bandwidth * correction))[picked]
-    picked_heads = heads[picked]
-    if picked_heads.any():
-        fill = nvls.fill_us(s, heads=np.maximum(picked_heads, 1), max_channels=np.maximum(channels[picked], 1),
-                            bandwidth_gbs=timed_bandwidth[picked], nodes=nodes[picked])
-        chosen = chosen + np.where(picked_heads > 0, fill, 0.0)
-    picked_per_byte = per_byte[picked]
-    if picked_per_byte.any():
-        chosen = chosen + tree_fill.fill_us(s, per_byte_us=picked_per_byte, channels=np.maximum(coll[picked], 1))
+    correction = np.where(inside, factors[slots.tree_protocol, np.clip(bucket, 0, factors.shape[1] - 1)], 1.0)
+    latency = np.where(past, slots.latency_us * 1.4, slots.latency_us)
+    pick = np.argmin(latency + s / (1000 * slots.bandwidth_gbs * correction), axis=0)  # NCCL's choice
+    picked = Candidate(*(column[pick, np.arange(pick.size)] for column in slots))  # its slot in each column
+    timed = np.where(past, slots.timed_latency_us * 1.4, slots.timed_latency_us)[pick, np.arange(pick.size)]
+    chosen = timed + s / (1000 * picked.timed_bandwidth_gbs * correction[pick, np.arange(pick.size)])
+    chosen = chosen + fills_us(s, picked)
     free = np.array([one for _, _, one in groups], dtype=bool)[group]
     fits = np.array([cost.fit_for(algo) for algo in nt.ALGORITHMS])  # (offset, scale) of each algorithm's pick
-    offset, scale = fits[algos[picked], 0], fits[algos[picked], 1]
+    offset, scale = fits[picked.algorithm, 0], fits[picked.algorithm, 1]
     priced = np.where(free, 0.0, offset + scale * np.maximum(chosen * 1e-6, cost.launch))
     return priced[back].reshape(shape)
 
@@ -118,28 +110,22 @@ def distinct(values):
 
 
 @functools.lru_cache(maxsize=256)
-def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, version: tuple = nv.TRANSCRIBED) -> tuple:
-    """(latency, bandwidth, tree-protocol row, plateau bytes, timed latency, timed bandwidth, NVLS heads, NVLS
-    channels, nodes, algorithm index, tree fill us per byte, channels), each
-    K x pairs: K candidate slots per (nodes, GPUs per node); an unused slot has infinite latency. Tree row 3
-    is 'no correction'."""
+def _slots(preset: str, op: str, algorithm: str, pairs: tuple, hop_us=None, version: tuple = nv.TRANSCRIBED) -> Candidate:
+    """Each field of :class:`~costmodel.cost.nccl_fills.Candidate` as a K x pairs array: K candidate slots per
+    (nodes, GPUs per node); an unused slot has infinite latency. The tree-protocol row len(PROTOCOLS) is 'no
+    correction'."""
     import numpy as np
 
     found = [candidates(preset, op, int(n), int(g), algorithm, hop_us if n > 1 else None, version) if n * g > 1
              else []
              for n, g in pairs]
     k = max(1, max(len(c) for c in found))
-    latency, bandwidth = np.full((k, len(pairs)), np.inf), np.ones((k, len(pairs)))
-    tree, plateau, timed = np.full((k, len(pairs)), len(nt.PROTOCOLS)), np.zeros((k, len(pairs))), np.full(
-        (k, len(pairs)), np.inf)
-    timed_bandwidth, per_byte = np.ones((k, len(pairs))), np.zeros((k, len(pairs)))
-    heads, channels, nodes, algos, coll = (np.zeros((k, len(pairs)), dtype=int) for _ in range(5))
+    unused = Candidate(np.inf, 1.0, len(nt.PROTOCOLS), 0, np.inf, 1.0, 0, 0, 0, 0, 0.0, 0)
+    columns = {name: np.full((k, len(pairs)), value, dtype=float if isinstance(value, float) else int)
+               for name, value in unused._asdict().items()}
     for j, rows in enumerate(found):
-        for i, (lat, bw, tree_proto, plat, lat_timed, bw_timed, head_count, channel_count, node_count,
-                algo, fill_per_byte, coll_channels) in enumerate(rows):
-            latency[i, j], bandwidth[i, j], plateau[i, j], timed[i, j] = lat, bw, plat, lat_timed
-            timed_bandwidth[i, j], per_byte[i, j], coll[i, j] = bw_timed, fill_per_byte, coll_channels
-            heads[i, j], channels[i, j], nodes[i, j], algos[i, j] = head_count, channel_count, node_count, algo
-            tree[i, j] = nt.PROTOCOLS.index(tree_proto) if tree_proto else len(nt.PROTOCOLS)
-    return (latency, bandwidth, tree.astype(int), plateau, timed, timed_bandwidth, heads, channels, nodes, algos,
-            per_byte, coll)
+        for i, row in enumerate(rows):
+            for name, value in row._asdict().items():
+                columns[name][i, j] = (nt.PROTOCOLS.index(value) if value else len(nt.PROTOCOLS)) \
+                    if name == "tree_protocol" else value
+    return Candidate(**columns)
