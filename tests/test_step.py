@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 from check_step_korthikanti import TABLE, errors, korthikanti_case  # noqa: E402  (Table 3's configurations)
 
+from costmodel import api
 from costmodel.specs.load import load_hardware
 from costmodel.specs.recipe import RECIPES
 from costs import step as step_breakdown
@@ -681,3 +682,36 @@ def test_an_unmeasured_framework_off_the_fitted_device_says_its_range_leaves_its
         assert said in text("--framework", "torchtitan", "--hardware", device), device
     assert "framework overheads out" not in text("--hardware", "a100-80gb")
     assert "framework overheads out" not in text("--framework", "torchtitan", "--hardware", "h100-sxm")
+    flags = ("--model", "llama3-8b", "--fsdp", "8", "--tokens", "8192", "--framework", "torchtitan")
+    assert [api.cost(*flags[1:2], hardware=d, framework="torchtitan", fsdp=8, tokens=8192).range_omits_framework
+            for d in ("a100-80gb", "h100-sxm")] == [True, False]
+    out = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "step", *flags, "--hardware", "h200", "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert out["range_omits_framework"] is True
+
+
+def test_every_borrowed_step_constant_is_h100s_fit():
+    """The devices that borrow h100-sxm's fitted step fraction and band (their specs say so; B200 and Trainium2 the
+    fraction only) hold its values, and a
+    borrowed fraction_range starts at it (a100's starts at its base / boost clock instead); H200 borrows the fp8
+    factor and band too (the same GH100 tensor cores); the 500 W variant extends h100-sxm and keeps its fit. A refit
+    of h100-sxm that leaves one behind fails here."""
+    h100 = load_hardware("h100-sxm").step_model
+    for name in ("a100-80gb", "b200", "h200", "mi325x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "trn2",
+                 "h100-96gb-500w"):
+        sm = load_hardware(name).step_model
+        assert sm.sustained_fraction == h100.sustained_fraction, name
+        if sm.error_high is None:  # B200 and Trainium2 print no range (their specs say why)
+            assert name in ("b200", "trn2") and sm.error_low is None
+            continue
+        assert sm.error_high == h100.error_high, name
+        assert sm.error_low == h100.error_low or name == "h100-96gb-500w", name  # widened for its unknown peak
+        if sm.fraction_range is not None and name != "a100-80gb":
+            assert sm.fraction_range[0] == h100.sustained_fraction, name
+    for name in ("h200", "h100-96gb-500w"):
+        sm = load_hardware(name).step_model
+        assert (sm.fp8_efficiency, sm.fp8_error_high) == (h100.fp8_efficiency, h100.fp8_error_high), name
+    assert load_hardware("h200").step_model.fp8_error_low == h100.fp8_error_low
+    assert load_hardware("h100-96gb-500w").step_model.fp8_error_low == round(
+        (1 + h100.fp8_error_low) * 835.5 / 989.4 - 1, 3)
+    assert load_hardware("h100-96gb-500w").step_model.error_low == round((1 + h100.error_low) * 835.5 / 989.4 - 1, 3)

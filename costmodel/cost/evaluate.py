@@ -88,6 +88,13 @@ class Cost:
         return band(self.step, self.hardware, self.shape.moe, self.framework)
 
     @property
+    def range_omits_framework(self) -> bool:
+        """Whether :attr:`step_range` leaves the framework's own overheads out: a framework with no runs in the
+        training data, on a device where no measured framework's fitted time applies to bound its slow end."""
+        return (self.step is not None and self.framework is not None and bool(self.framework.unmeasured_time)
+                and self.step.slowest_measured_s is None)
+
+    @property
     def bytes_sent(self):
         """Bytes one device sends per step, over every collective."""
         return total(_collective(c).bytes_sent for c in self.collectives)

@@ -17,7 +17,7 @@ def payload(cost, hardware, convention: str = "full") -> dict:
     return {"model": cost.shape.name, "hardware": hardware.name, "recipe": cost.recipe.name,
             "framework": profile_name(cost.framework), "devices": b.devices, "step_s": b.step_s,
             "step_s_low": low_high[0] if low_high else None, "step_s_high": low_high[1] if low_high else None,
-            **_stalls(cost, hardware),
+            "range_omits_framework": cost.range_omits_framework, **_stalls(cost, hardware),
             "tokens_per_step": b.global_tokens, "tokens_per_s": b.tokens_per_s, "mfu": b.mfu_with(convention),
             "mfu_convention": f"attention {convention}{_within(cost.point.document)}, against the {b.precision} peak",
             "hfu": b.hfu_with(convention), "placement": cost.point.placement, "recompute": _recompute(cost.point),
@@ -188,7 +188,7 @@ def step(cost, hardware, *, as_json: bool, convention: str = "full") -> None:
 def _unmeasured(cost) -> str:
     """What a range leaves out for a framework with no runs where no measured framework's time applies (the slowest
     one's was fitted on another device): its own overheads."""
-    if cost.framework is None or not cost.framework.unmeasured_time or cost.step.slowest_measured_s is not None:
+    if not cost.range_omits_framework:
         return ""
     from costmodel.specs.framework_catalog import FRAMEWORKS, SLOWEST_MEASURED
 
