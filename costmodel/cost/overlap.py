@@ -53,7 +53,8 @@ def cp_overlap_default(framework, point) -> str:
     waits for each rotation only at the next block); Ulysses' all-to-alls (a2a) stand between the projections and
     attention (none). The exact accounting, and a framework's fitted time (fitted on runs without CP), keep CP on the
     critical path (none), as h100-sxm's step fraction was fitted (the DGXC rows' CP 2 passes are ~1% of their
-    steps; refitting with them overlapped gave 0.863 for 0.868 over the 24 rows fitted then, which nanotron's fitted time would then follow)."""
+    steps; refitting with them overlapped gave 0.863 for 0.868 over the 24 rows fitted then, which nanotron's
+    fitted time would then follow)."""
     if framework is None or framework.exact or framework.time is not None:
         return "none"
     return "none" if point.cp_kind == "a2a" else "overlap"

@@ -49,7 +49,7 @@ class Point:
     checkpoint: str = "reentrant"  # full recompute: rerun the whole layer, or stop early (non-reentrant)
     norm_stats: bool = True
     schedule: str = "1f1b"
-    split: str = "even"  # layers over pipeline stages: even or compute-balanced
+    split: str = "even"  # layers over pipeline stages: even, ends (L + 2 slots) or compute-balanced
     cp_kind: str = "ring"
     tp_ends: str = "vocab-parallel"
     tp_kv: str = "split"  # KV heads under TP: split over t, or replicated when t exceeds them
