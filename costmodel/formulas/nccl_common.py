@@ -1,6 +1,7 @@
 """The pieces of NCCL's (v2.26.2-1) tuning model that the bandwidth and latency models share: its enums and
-tables, the ncclTopoGraph and communicator fields the tuner reads (:class:`Graph`, :class:`Topology`), and the
-small index helpers.
+tables, the ncclTopoGraph and communicator fields the tuner reads (:class:`Graph`, :class:`Topology`), the
+small index helpers, and how the planner splits an all-reduce over channels (:func:`channels_used`, which the
+NVLS and tree pipeline fills read).
 
 Source: src/graph/tuning.cc (the tables), src/include/nccl_common.h, graph.h, topo.h (the enums) of
 github.com/NVIDIA/nccl; line numbers cite ``git show v2.26.2-1:<file>``. formulas/nccl_tuner.py tells the whole
@@ -10,6 +11,7 @@ model and re-exports these names.
 from __future__ import annotations
 
 from costmodel.formulas import nccl_versions as nv
+from costmodel.mathops import ceil_div, maximum, minimum
 from costmodel.record import record
 
 NCCL_VERSION = "2.26.2-1"
@@ -153,3 +155,20 @@ def n_steps(*, coll, n_ranks):
     if coll == "all_reduce":
         return 2 * (n_ranks - 1)
     return n_ranks - 1 if coll in ("all_gather", "reduce_scatter") else n_ranks
+
+
+#: scheduleCollTasksToPlan's least traffic per channel (enqueue.cc:497)
+MIN_TRAFFIC_PER_CHANNEL = 16 * 1024
+#: bytes of traffic per byte of an all-reduce (enqueue.cc:66-68)
+ALL_REDUCE_TRAFFIC = 2
+
+
+def channels_used(n_bytes, max_channels):
+    """(channels the planner gives one all-reduce of ``n_bytes``, bytes on the busiest): at least 16 KiB of
+    traffic per channel, in cells of 8 KiB of data (scheduleCollTasksToPlan, enqueue.cc:505-597)."""
+    traffic = maximum(MIN_TRAFFIC_PER_CHANNEL, ALL_REDUCE_TRAFFIC * n_bytes)
+    per_channel_traffic = maximum(MIN_TRAFFIC_PER_CHANNEL, traffic // max_channels)  # enqueue.cc:530
+    cell = ceil_div(ceil_div(MIN_TRAFFIC_PER_CHANNEL, ALL_REDUCE_TRAFFIC), 16) * 16  # enqueue.cc:569
+    cells = maximum(ceil_div(n_bytes, cell), 1)
+    cells_per_channel = minimum(cells, ceil_div(per_channel_traffic, cell * ALL_REDUCE_TRAFFIC))
+    return minimum(max_channels, ceil_div(cells, cells_per_channel)), minimum(n_bytes, cells_per_channel * cell)

@@ -17,12 +17,9 @@ Numbers and numpy arrays alike (``costmodel.mathops``); no constant here is fitt
 
 from __future__ import annotations
 
-from costmodel.mathops import ceil_div, maximum, minimum, where
+from costmodel.formulas.nccl_common import channels_used
+from costmodel.mathops import minimum, where
 
-#: scheduleCollTasksToPlan's least traffic per channel (enqueue.cc:497)
-MIN_TRAFFIC_PER_CHANNEL = 16 * 1024
-#: bytes of traffic per byte of an all-reduce (enqueue.cc:66-68)
-ALL_REDUCE_TRAFFIC = 2
 #: the largest NVLS chunk, comm->nvlsChunkSize (transport/nvls.cc:149, :367; enqueue.cc:1878-1880), below
 #: the Simple step of 4 MiB / NCCL_STEPS = 512 KiB (init.cc:608)
 NVLS_CHUNK = 128 * 1024
@@ -30,17 +27,6 @@ NVLS_CHUNK = 128 * 1024
 PIPELINE_STAGES = 3
 #: NVLS-tree on a leaf node: scatter, reduce + send up, receive + broadcast, gather (all_reduce.h:531-535)
 TREE_PIPELINE_STAGES = 4
-
-
-def channels_used(n_bytes, max_channels):
-    """(channels the planner gives one all-reduce of ``n_bytes``, bytes on the busiest): at least 16 KiB of
-    traffic per channel, in cells of 8 KiB of data (scheduleCollTasksToPlan, enqueue.cc:505-597)."""
-    traffic = maximum(MIN_TRAFFIC_PER_CHANNEL, ALL_REDUCE_TRAFFIC * n_bytes)
-    per_channel_traffic = maximum(MIN_TRAFFIC_PER_CHANNEL, traffic // max_channels)  # enqueue.cc:530
-    cell = ceil_div(ceil_div(MIN_TRAFFIC_PER_CHANNEL, ALL_REDUCE_TRAFFIC), 16) * 16  # enqueue.cc:569
-    cells = maximum(ceil_div(n_bytes, cell), 1)
-    cells_per_channel = minimum(cells, ceil_div(per_channel_traffic, cell * ALL_REDUCE_TRAFFIC))
-    return minimum(max_channels, ceil_div(cells, cells_per_channel)), minimum(n_bytes, cells_per_channel * cell)
 
 
 def chunk_bytes(channel_bytes, heads):

@@ -26,8 +26,7 @@ Numbers and numpy arrays alike (``costmodel.mathops``); no constant here is fitt
 
 from __future__ import annotations
 
-from costmodel.formulas.nccl_common import PATTERN_BALANCED_TREE, PATTERN_SPLIT_TREE, PATTERN_TREE
-from costmodel.formulas.nccl_nvls import channels_used
+from costmodel.formulas.nccl_common import PATTERN_BALANCED_TREE, PATTERN_SPLIT_TREE, PATTERN_TREE, channels_used
 from costmodel.mathops import minimum
 
 #: NCCL_BUFFSIZE's default (DEFAULT_BUFFSIZE, 1 << 22: init.cc) over NCCL_STEPS (8, device.h): a tree chunk
@@ -71,6 +70,6 @@ def fill_us_per_byte(*, ranks_per_node: int, nodes: int, channels: int, nvlink_g
 
 def fill_us(n_bytes, *, per_byte_us, channels: int):
     """The fill's time in microseconds: each busy channel's first chunk (its whole bytes if it has less than one
-    chunk; channels as NCCL's planner splits an all-reduce, formulas/nccl_nvls.channels_used) at ``per_byte_us``."""
+    chunk; channels as NCCL's planner splits an all-reduce, formulas/nccl_common.channels_used) at ``per_byte_us``."""
     _, per_channel = channels_used(n_bytes, channels)
     return per_byte_us * minimum(per_channel, TREE_CHUNK)
