@@ -53,8 +53,16 @@ def fills_us(n_bytes, pick):
     """Microseconds the pick's kernel adds to the tuner's time for ``n_bytes``: the NVLS fill where it has heads,
     the Simple tree's where it has a fill per byte, else 0. ``pick``: a :class:`Candidate`, of numbers or of arrays
     (one element per layout)."""
-    heads = pick.nvls_heads
-    fill = nvls.fill_us(n_bytes, heads=maximum(heads, 1), max_channels=maximum(pick.nvls_channels, 1),
-                        bandwidth_gbs=pick.timed_bandwidth_gbs, nodes=pick.nodes)
-    return (where(heads > 0, fill, 0.0)
-            + tree.fill_us(n_bytes, per_byte_us=pick.tree_fill_us_per_byte, channels=maximum(pick.channels, 1)))
+    heads, per_byte, out = pick.nvls_heads, pick.tree_fill_us_per_byte, 0.0
+    if _any(heads):  # each fill is priced only where some pick has it (a sweep's arrays mostly have neither)
+        fill = nvls.fill_us(n_bytes, heads=maximum(heads, 1), max_channels=maximum(pick.nvls_channels, 1),
+                            bandwidth_gbs=pick.timed_bandwidth_gbs, nodes=pick.nodes)
+        out = out + where(heads > 0, fill, 0.0)
+    if _any(per_byte):
+        out = out + tree.fill_us(n_bytes, per_byte_us=per_byte, channels=maximum(pick.channels, 1))
+    return out
+
+
+def _any(values) -> bool:
+    """Whether a number, or any element of an array, is non-zero."""
+    return bool(values.any()) if hasattr(values, "any") else bool(values)
