@@ -1035,3 +1035,23 @@ def test_symbolic_memory_of_a_moe_with_dense_first_layers_under_a_pipeline(split
     assert out.returncode == 0, out.stderr[-800:]
     data = json.loads(out.stdout)
     assert data["symbolic"] and data["total_bytes"] > 0
+
+
+def test_megatron_interleaves_whole_layers_per_chunk_only():
+    """Megatron-LM's arguments.py asserts, with a virtual pipeline, that the layers divide over the stages and each
+    stage's over its chunks: Llama 3.1 405B's 126 layers over 8 x 8 chunks are refused in one line that names the
+    ends split (128 slots divide), which runs; other frameworks and 1F1B keep the uneven split."""
+    flags = ["--model", "llama3-405b", "--tp", "8", "--sp", "--pp", "8", "--microbatches", "64", "--cp", "2",
+             "--fsdp", "4", "--zero", "1", "--tokens", "8192"]
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "costmodel", "memory", *flags, *extra], capture_output=True,
+                              text=True)
+
+    refused = run("--framework", "megatron", "--schedule", "interleaved", "--chunks", "8")
+    assert refused.returncode != 0 and refused.stderr.strip() == (
+        "error: --framework megatron interleaves only whole layers per model chunk: its 126 layers do not divide "
+        "over --pp 8 x --chunks 8 = 64 (with --split ends, 126 + 2 = 128 would)")
+    assert run("--framework", "megatron", "--schedule", "interleaved", "--chunks", "8", "--split", "ends").returncode == 0
+    assert run("--framework", "megatron").returncode == 0  # 1F1B: 16 layers on six stages, 15 on two
+    assert run("--schedule", "interleaved", "--chunks", "8").returncode == 0  # the exact accounting's uneven chunks

@@ -36,7 +36,7 @@ def overheads(framework, recipe, point, shape, st: Stage, acts) -> dict:
     """The framework's terms beyond the exact accounting on one device of stage ``st`` (none for ``exact``)."""
     if framework is None or framework.exact:
         return {}
-    check_runs(framework, point, experts=shape.moe)
+    check_runs(framework, point, experts=shape.moe, layers=shape.layers)
     out = {}
     tokens = exact_div(point.tokens, point.cp)
     sh = point.sharding  # the data axis's shards (with the framework's CP ranks folded in)

@@ -4,6 +4,7 @@ recomputation modes (each declared in its profile, specs/framework_catalog.py, w
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
+from costmodel.parallel.pipeline.stages import slots
 
 #: the CP kinds of a framework that names none: ring attention and Ulysses (torch's own kinds are torchtitan's)
 GENERIC_CP_KINDS = ("ring", "a2a")
@@ -38,9 +39,10 @@ def named_shards(point, folded: bool) -> str:
     return f"--fsdp {point.fsdp} x --cp {point.cp}" if folded else f"--fsdp {point.fsdp}"
 
 
-def check_runs(framework, point, *, experts: bool = False) -> None:
+def check_runs(framework, point, *, experts: bool = False, layers: int | None = None) -> None:
     """One line for a layout the framework's engine does not run (a single layout; the planner skips them);
-    ``experts``: the model routes tokens to experts."""
+    ``experts``: the model routes tokens to experts; ``layers``: its transformer layers."""
+    _check_chunks(framework, point, layers)
     if framework.recompute_modes is not None and point.recompute not in framework.recompute_modes:
         raise CostModelError(f"--framework {framework.name} recomputes with --recompute "
                              f"{recompute_flags(framework.recompute_modes)}, not "
@@ -88,3 +90,20 @@ def check_runs(framework, point, *, experts: bool = False) -> None:
         raise CostModelError(f"--framework {framework.name}: ZeRO-{point.zero} shards over the whole data axis; "
                              f"--dp {point.dp} replicas of {named} shards need --zero "
                              f"{framework.hybrid_zero_min} or more (or {whole})")
+
+
+def _check_chunks(framework, point, layers) -> None:
+    """An interleaved layout whose layers (L + 2 under the ends split) do not divide over its p x v model chunks,
+    where the framework's schedule needs them to (:attr:`Framework.whole_chunks`); the ends split named where it
+    would divide."""
+    interleaved = isinstance(point.pp, int) and point.pp > 1 and point.schedule == "interleaved"
+    if not (framework.whole_chunks and interleaved and isinstance(layers, int)):
+        return
+    chunks = point.pp * point.chunks
+    room = slots(layers, point.split)
+    if room % chunks:
+        hint = (f" (with --split ends, {layers} + 2 = {layers + 2} would)"
+                if point.split != "ends" and (layers + 2) % chunks == 0 else "")
+        what = f"{layers} layers" + (" + the embedding and the loss" if point.split == "ends" else "")
+        raise CostModelError(f"--framework {framework.name} interleaves only whole layers per model chunk: its "
+                             f"{what} do not divide over --pp {point.pp} x --chunks {point.chunks} = {chunks}{hint}")

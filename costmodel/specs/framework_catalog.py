@@ -82,6 +82,9 @@ FRAMEWORKS: dict[str, Framework] = {
             # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
+            # megatron/training/arguments.py: with a virtual pipeline, 'number of layers should be divisible by the
+            # pipeline parallel size' and each stage's layers by the chunks' (L + 2 under account_for_*_in_pipeline_split)
+            whole_chunks=True,
             recompute_modes=["none", "selective", "full"],  # --recompute-granularity full|selective (arguments.py)
             # core/distributed/distributed_data_parallel.py: dense parameters' gradient buffers, and the
             # distributed optimizer's shards, over intra_dp_cp_group (data_parallel_group with_context_parallel)
