@@ -400,6 +400,8 @@ def test_a_group_takes_the_fit_made_at_its_own_size():
         assert expected[g] == pytest.approx(a + b * plain, rel=1e-12)
     assert "(at 4 ranks)" in calibration_used(fitted, "all-reduce", Placement("tp", 4, 4, 1), "ring")
     assert "(at 8 ranks, none at 2)" in calibration_used(fitted, "all-reduce", Placement("tp", 2, 2, 1), "ring")
+    # a float number of ranks is a number as nccl_fits.by_ranks tells them: priced and named with the 4-rank fit
+    assert "(at 4 ranks)" in calibration_used(fitted, "all-reduce", Placement("tp", 4.0, 4.0, 1), "ring")
     groups = np.array([2.0, 4.0, 8.0])
     arrays = link_cost(fitted, "all-reduce", Placement("tp", groups, groups, np.ones(3)), "ring").seconds(size)
     assert list(arrays) == pytest.approx([expected[2], expected[4], expected[8]], rel=1e-12)

@@ -15,7 +15,7 @@ from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
 from costmodel.formulas import comms
-from costmodel.mathops import above_one, where
+from costmodel.mathops import above_one, family, where
 from costmodel.record import record
 
 #: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
@@ -249,7 +249,7 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
 
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    ranks = where_.ranks if isinstance(where_.ranks, int) else None
+    ranks = where_.ranks if family(where_.ranks) == "number" else None  # as nccl_fits.by_ranks tells them
     scaled, picks = tuner_fits(hardware, op, level, algorithm, ranks) if tuned else (None, ())
     cal = None if scaled or picks else calibration(hardware, op, level, where_.ranks, algorithm)
     if cal:
