@@ -88,7 +88,8 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
-    algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else infer_algorithm(Path(path))
+    named = _named(Path(path), _ALGORITHMS)  # the algorithm the file name gives, if any
+    algorithm = canonical_algorithm(hints.algorithm) if hints.algorithm is not None else named or "auto"
     op = canonical_collective(hints.op) if hints.op is not None else None
     version = nccl = threads = layout = set_to = prefix = banner = cut = None
     sections: list[Section] = []
@@ -149,7 +150,7 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
         environment = environment or env
         runs.append({"collective": section.collective, "algorithm": algorithm,
                      "rows": delta_checked(section.rows, env["world_size"]), "environment": env})
-    notes = [] if set_to or hints.algorithm or _named(Path(path), _ALGORITHMS) else untold_algorithm(path, runs)
+    notes = [] if set_to or hints.algorithm or named else untold_algorithm(path, runs)
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)],
