@@ -25,13 +25,13 @@ def rows_json(rows) -> list[dict]:
 
 
 #: what tells a log's rows apart beyond op, algorithm and size: a column each, shown only where the rows differ in it
-_SPLITS = {"nodes x GPUs": lambda r: f"{r.nodes}x{r.gpus_per_node}", "dtype": lambda r: r.dtype or "-",
+_DISTINGUISHING = {"nodes x GPUs": lambda r: f"{r.nodes}x{r.gpus_per_node}", "dtype": lambda r: r.dtype or "-",
            "placement": lambda r: r.placement}
 
 
 def distinguishing(rows) -> dict:
-    """The columns of :data:`_SPLITS` whose values differ among ``rows`` (several worlds, dtypes, placements)."""
-    return {name: cell for name, cell in _SPLITS.items() if len({cell(r) for r in rows}) > 1}
+    """The columns of :data:`_DISTINGUISHING` whose values differ among ``rows`` (several worlds, dtypes, placements)."""
+    return {name: cell for name, cell in _DISTINGUISHING.items() if len({cell(r) for r in rows}) > 1}
 
 
 def validation(spec, before, fits, after, out, as_json: bool, min_bytes: int = 2**20) -> None:
