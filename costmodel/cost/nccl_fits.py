@@ -7,6 +7,7 @@ and says which (:func:`fit_words`).
 
 from __future__ import annotations
 
+from costmodel.cost.calibrations import fits_for
 from costmodel.mathops import equals, family
 
 
@@ -21,11 +22,9 @@ def tuner_calibration(hardware, op: str, level: str, algorithm: str, ranks=None)
     """The calibration of model nccl for ``op`` (or its mirror) on ``level`` under ``algorithm`` itself ('auto': one
     fitted on NCCL's own picks as a whole; a ring group takes that where no ring fit exists), at ``ranks``
     (:func:`at_ranks`), or None."""
-    from costmodel.cost.network import _fits
-
-    fits = _fits(hardware, op, level, "nccl", algorithm, exact=True)
+    fits = fits_for(hardware, op, level, "nccl", algorithm, exact=True)
     if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
-        fits = _fits(hardware, op, level, "nccl", "auto", exact=True)
+        fits = fits_for(hardware, op, level, "nccl", "auto", exact=True)
     return at_ranks(fits, ranks)
 
 
@@ -34,10 +33,8 @@ def pick_calibrations(hardware, op: str, level: str, ranks=None) -> tuple:
     algorithm, each at ``ranks`` (:func:`at_ranks`): under NCCL's own choice each prices the sizes where NCCL picks its
     algorithm (cost/nccl.TunedCost.by_algorithm)."""
     from costmodel.cost.nccl import ALGORITHM_NAMES
-    from costmodel.cost.network import _fits
-
     named = {c.algorithm for c in hardware.calibration if c.model == "nccl" and c.algorithm != "auto"}
-    found = (at_ranks(_fits(hardware, op, level, "nccl", name, exact=True), ranks)
+    found = (at_ranks(fits_for(hardware, op, level, "nccl", name, exact=True), ranks)
              for name in sorted(named & set(ALGORITHM_NAMES)))
     return tuple(c for c in found if c is not None)
 

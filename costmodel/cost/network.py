@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from costmodel.cost.calibrations import fits_for
+from costmodel.cost.nccl_fits import by_ranks, fit_words, tuner_fits
 from costmodel.cost.placement import Placement
 from costmodel.errors import CostModelError
 from costmodel.formulas import collective_time as ct
@@ -21,27 +23,6 @@ from costmodel.record import record
 #: collectives that cross nodes in two levels (a ring in the node, one between nodes); the others
 #: (all-to-all, sends, broadcast, reduce, gather, scatter) cross the NICs as one flat group
 HIERARCHICAL = ("all-reduce", "all-gather", "reduce-scatter")
-#: calibrations that describe what NCCL does by default, in order of preference
-DEFAULT_ALGORITHMS = ("auto", "ring")
-#: collectives that run the same ring pattern mirrored: n - 1 steps of S / n each (NCCL's ring all-gather and
-#: reduce-scatter, src/device/all_gather.h and reduce_scatter.h), so one's fit stands in for the other's
-MIRRORS = {"all-gather": "reduce-scatter", "reduce-scatter": "all-gather"}
-
-
-def _fits(hardware, op: str, level: str, model: str, algorithm: str, exact: bool = False) -> list:
-    """The calibrations of ``model`` for ``op`` on ``level`` under the first algorithm name that has any (``exact``:
-    ``algorithm`` alone; else 'auto' and 'ring' stand for each other, NCCL's default), else its mirror's
-    (:data:`MIRRORS`); [] where neither was fitted."""
-    wanted = DEFAULT_ALGORITHMS if algorithm in DEFAULT_ALGORITHMS and not exact else (algorithm,)
-    for collective in (op, MIRRORS.get(op)):
-        for name in wanted:
-            fits = [c for c in hardware.calibration
-                    if (c.collective, c.algorithm, c.level, c.model) == (collective, name, level, model)]
-            if fits:
-                return fits
-    return []
-
-
 def reached_level(hardware, where_: Placement):
     """The slowest level a single layout's group reaches: the fast one, or the scale-out (DCN) one."""
     if hardware.kind == "tpu":
@@ -70,7 +51,7 @@ def level_label(hardware, where_: Placement, op: str = "") -> str:
 def calibration(hardware, op: str, level: str, ranks, algorithm: str = "auto"):
     """(latency, bandwidth, label) fitted for ``op`` (or its mirror) on ``level``: the fit at these ranks, else the
     one at the most ranks; None where nothing was fitted. Values are where()-selected for arrays."""
-    fits = _fits(hardware, op, level, "ring", algorithm)
+    fits = fits_for(hardware, op, level, "ring", algorithm)
     if not fits:
         return None
     fits.sort(key=lambda c: c.ranks)
@@ -190,7 +171,6 @@ def _tuned_cost(hardware, op: str, where_: Placement, algorithm: str):
     else the most ranks': cost/nccl_fits.py), and replaced where it holds one of model ring: a fit inside the node
     prices groups inside a node, one across nodes groups across nodes; the tuner prices the rest."""
     from costmodel.cost.nccl import ALGORITHM_NAMES, Calibrated, tuned_cost
-    from costmodel.cost.nccl_fits import by_ranks, tuner_fits
 
     tuned = tuned_cost(hardware, op, where_.domains, where_.per_domain, algorithm, memo=where_.memo)
     fast, slow = _levels(hardware)
@@ -245,8 +225,6 @@ def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "aut
     order :func:`_tuned_cost` prices them: a tuner calibration, a ring one, the tuner, the datasheet; each fit
     named by the op and algorithm it was fitted on (cost/nccl_fits.fit_words), in `comm`, `step` and `validate`
     alike."""
-    from costmodel.cost.nccl_fits import fit_words, tuner_fits
-
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
     ranks = where_.ranks if family(where_.ranks) == "number" else None  # as nccl_fits.by_ranks tells them
@@ -271,7 +249,5 @@ def calibrated(hardware, op: str, where_: Placement, algorithm: str = "auto") ->
     """Whether a fit to measurements (of either model) prices this collective."""
     level = reached_level(hardware, where_).name
     tuned = hardware.kind == "gpu" and _tuned(hardware, op)
-    from costmodel.cost.nccl_fits import tuner_fits
-
     return bool((tuned and any(tuner_fits(hardware, op, level, algorithm)))
                 or calibration(hardware, op, level, where_.ranks, algorithm))
