@@ -408,3 +408,24 @@ def test_a_group_takes_the_fit_made_at_its_own_size():
     g = sp.Symbol("g", positive=True)
     letters = link_cost(fitted, "all-reduce", Placement("tp", g, g, 1), "ring").seconds(size)
     assert float(letters.subs(g, 4)) == pytest.approx(expected[4], rel=1e-9)
+
+
+def test_the_group_sizes_an_array_tells_apart_are_those_of_the_ops_own_fits():
+    """Fits of ring all-reduce at 8 and 4 ranks, broadcast at 2, all-to-all at 6 (nvlink): an all-reduce group tells
+    apart 4 ranks only (8 is every other size's), an all-gather one nothing (no fit of its own or its mirror's); an
+    all-reduce under NCCL's choice adds the sizes of the per-algorithm fits it reads (here the ring ones)."""
+    from costmodel.cost.nccl_fits import fitted_ranks
+    from costmodel.specs.hardware import Hardware
+    from costmodel.specs.load import load_hardware
+    from costmodel.specs.load import validate as validate_spec
+
+    spec = load_hardware("h100-sxm").model_dump(exclude_none=True)
+    made = [("all-reduce", 8), ("all-reduce", 4), ("broadcast", 2), ("all-to-all", 6)]
+    spec["calibration"] = [{"collective": op, "algorithm": "ring", "level": "nvlink", "ranks": r, "latency_s": 1e-6,
+                            "bandwidth_bytes_per_s": None, "model": "nccl", "scale": 0.9,
+                            "median_abs_error_pct": 1.0, "source": "test"} for op, r in made]
+    fitted = validate_spec(Hardware, spec, "test spec")
+    assert fitted_ranks(fitted, "all-reduce", "nvlink", "ring") == [4]
+    assert fitted_ranks(fitted, "all-reduce", "nvlink", "auto") == [4]
+    assert fitted_ranks(fitted, "all-gather", "nvlink", "ring") == []
+    assert fitted_ranks(fitted, "broadcast", "nvlink", "ring") == []

@@ -18,25 +18,37 @@ def at_ranks(fits: list, ranks):
     return next((c for c in fits if c.ranks == ranks), max(fits, key=lambda c: c.ranks))
 
 
+def _scaling_fits(hardware, op: str, level: str, algorithm: str) -> list:
+    """The fits of model nccl for ``op`` (or its mirror) on ``level`` under ``algorithm`` itself, else ('ring') under
+    NCCL's own choice: the ones :func:`tuner_calibration` picks among."""
+    fits = fits_for(hardware, op, level, "nccl", algorithm, exact=True)
+    if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
+        fits = fits_for(hardware, op, level, "nccl", "auto", exact=True)
+    return fits
+
+
+def _pick_fits(hardware, op: str, level: str) -> list[list]:
+    """The fits of model nccl for ``op`` (or its mirror) on ``level``, one list per algorithm NCCL picks that has
+    any: the ones :func:`pick_calibrations` picks among."""
+    from costmodel.cost.nccl import ALGORITHM_NAMES
+
+    named = {c.algorithm for c in hardware.calibration if c.model == "nccl" and c.algorithm != "auto"}
+    found = (fits_for(hardware, op, level, "nccl", name, exact=True) for name in sorted(named & set(ALGORITHM_NAMES)))
+    return [fits for fits in found if fits]
+
+
 def tuner_calibration(hardware, op: str, level: str, algorithm: str, ranks=None):
     """The calibration of model nccl for ``op`` (or its mirror) on ``level`` under ``algorithm`` itself ('auto': one
     fitted on NCCL's own picks as a whole; a ring group takes that where no ring fit exists), at ``ranks``
     (:func:`at_ranks`), or None."""
-    fits = fits_for(hardware, op, level, "nccl", algorithm, exact=True)
-    if not fits and algorithm == "ring":  # a fit of NCCL's own choice stands in for its default algorithm's
-        fits = fits_for(hardware, op, level, "nccl", "auto", exact=True)
-    return at_ranks(fits, ranks)
+    return at_ranks(_scaling_fits(hardware, op, level, algorithm), ranks)
 
 
 def pick_calibrations(hardware, op: str, level: str, ranks=None) -> tuple:
     """(calibration, ...) of model nccl fitted under one algorithm for ``op`` (or its mirror) on ``level``, one per
     algorithm, each at ``ranks`` (:func:`at_ranks`): under NCCL's own choice each prices the sizes where NCCL picks its
     algorithm (cost/nccl.TunedCost.by_algorithm)."""
-    from costmodel.cost.nccl import ALGORITHM_NAMES
-    named = {c.algorithm for c in hardware.calibration if c.model == "nccl" and c.algorithm != "auto"}
-    found = (at_ranks(fits_for(hardware, op, level, "nccl", name, exact=True), ranks)
-             for name in sorted(named & set(ALGORITHM_NAMES)))
-    return tuple(c for c in found if c is not None)
+    return tuple(at_ranks(fits, ranks) for fits in _pick_fits(hardware, op, level))
 
 
 def tuner_fits(hardware, op: str, level: str, algorithm: str, ranks=None) -> tuple:
@@ -47,12 +59,15 @@ def tuner_fits(hardware, op: str, level: str, algorithm: str, ranks=None) -> tup
 
 
 def fitted_ranks(hardware, op: str, level: str, algorithm: str) -> list:
-    """The group sizes with a fit of their own for ``op`` on ``level``, fewest first, the most ranks left out (it is
-    every other group's): the cases an array or a letter of ranks tells apart (:func:`by_ranks`)."""
-    scaled, picks = tuner_fits(hardware, op, level, algorithm)
-    everyone = {c.ranks for c in hardware.calibration if c.model == "nccl" and c.level == level}
-    largest = {c.ranks for c in (scaled, *picks) if c is not None}
-    return sorted(everyone - largest)
+    """The group sizes that some fit :func:`tuner_fits` reads for ``op`` on ``level`` under ``algorithm`` was made at,
+    fewest first, each list's most ranks left out (it is every other group's): the cases an array or a letter of
+    ranks tells apart (:func:`by_ranks`)."""
+    lists = [_scaling_fits(hardware, op, level, algorithm), *(_pick_fits(hardware, op, level)
+                                                              if algorithm == "auto" else ())]
+    own = set()
+    for fits in (f for f in lists if f):
+        own |= {c.ranks for c in fits} - {max(c.ranks for c in fits)}
+    return sorted(own)
 
 
 def by_ranks(ranks, build, hardware, op: str, level: str, algorithm: str):
