@@ -401,3 +401,24 @@ def test_import_takes_no_plain_and_json_adds_the_document_to_out(tmp_path):
     both = run(["import", "nccl-tests", log, "--out", str(out), "--json"])
     assert json.loads(both.stdout) == json.loads(out.read_text()) == json.loads(alone.stdout)
     assert run(["import", "nccl-tests", log, "--out", str(tmp_path / "b.json")]).stdout.startswith("wrote ")
+
+
+def test_assumed_is_what_link_cost_priced_with():
+    """The `assumed` column reads what network.link_cost priced with (LinkCost.priced_as), not a guess beside it: a
+    TPU across slices is one level's ring (ICI or DCN, never two levels); arrays name each formula their layouts
+    mix, and only those (every group above one rank: no 'none')."""
+    import numpy as np
+
+    from costmodel.cost import network
+    from costmodel.cost.placement import Placement
+    from costmodel.measure.predict import predictor
+    from costmodel.specs.load import load_hardware
+
+    assert predictor(load_hardware("tpu-v5p"), collective="all-reduce", algorithm="auto", nodes=2,
+                     gpus_per_node=4).algorithm == "ring"
+    h100 = load_hardware("h100-sxm")
+    mixed = Placement("ep", np.array([8, 16]), np.array([8, 8]), np.array([1, 2]))
+    assert network.link_cost(h100, "all-to-all", mixed).priced_as == "hierarchical or p2p"
+    inside = Placement("ep", np.array([4, 8]), np.array([4, 8]), np.array([1, 1]))
+    assert network.link_cost(h100, "all-to-all", inside).priced_as == "p2p"
+    assert network.link_cost(h100, "all-to-all", Placement("ep", 1, 1, 1)).priced_as == "none"

@@ -70,10 +70,14 @@ def _fitted_bandwidth(fit) -> float:
 
 @record
 class LinkCost:
-    """t = latency + per_byte x S for one call of an op on a group (both 0 for a group of one)."""
+    """t = latency + per_byte x S for one call of an op on a group (both 0 for a group of one), and what priced it
+    (validate's `assumed` column): 'p2p' (each rank's shares sent straight to their peers), 'chain' (broadcast, reduce
+    pipelined through the ranks), 'ring' or 'nvls' on one level, 'hierarchical' (two levels, :func:`_across_domains`),
+    'none' (a group of one); arrays and letters that mix two say both ('ring or hierarchical')."""
 
     latency: object
     per_byte: object
+    priced_as: str = "none"
 
     def seconds(self, buffer_bytes):
         return self.latency + self.per_byte * buffer_bytes
@@ -83,16 +87,17 @@ def one_level_cost(level, op: str, ranks, formula: str, cal, scale=1) -> LinkCos
     """One level: ring (or NVLS, or a send) with the level's latency and efficiency, or a calibration's."""
     bandwidth = cal[1] if cal else level.bandwidth_bytes_per_s * scale * (level.efficiency or 1.0)
     if op == "send/recv":
-        return LinkCost(cal[0] if cal else level.latency_s or 0.0, ct.p2p_seconds_per_byte(bandwidth=bandwidth))
+        return LinkCost(cal[0] if cal else level.latency_s or 0.0, ct.p2p_seconds_per_byte(bandwidth=bandwidth), "p2p")
     if op in comms.WHOLE:  # broadcast, reduce: a pipelined chain through n - 1 hops, S once per link
         latency = cal[0] if cal else (level.latency_s or 0.0) + (ranks - 1) * (level.hop_latency_s or 0.0)
-        return LinkCost(latency, ct.p2p_seconds_per_byte(bandwidth=bandwidth))
+        return LinkCost(latency, ct.p2p_seconds_per_byte(bandwidth=bandwidth), "chain")
     passes = comms.PASSES[op]
     if formula == "nvls":
         latency = cal[0] if cal else level.nvls_latency_s or 0.0
-        return LinkCost(latency, ct.nvls_seconds_per_byte(ranks=ranks, bandwidth=bandwidth))
+        return LinkCost(latency, ct.nvls_seconds_per_byte(ranks=ranks, bandwidth=bandwidth), "nvls")
     latency = cal[0] if cal else (level.latency_s or 0.0) + passes * (ranks - 1) * (level.hop_latency_s or 0.0)
-    return LinkCost(latency, ct.ring_seconds_per_byte(ranks=ranks, bandwidth=bandwidth, passes=passes))
+    return LinkCost(latency, ct.ring_seconds_per_byte(ranks=ranks, bandwidth=bandwidth, passes=passes),
+                    "p2p" if op in POINT_TO_POINT else "ring")  # all-to-all, gather, scatter: shares sent straight
 
 
 def one_level_seconds(level, op: str, buffer_bytes, ranks, formula: str, cal, scale=1):
@@ -122,7 +127,19 @@ def formula_for(op: str, algorithm: str) -> str:
 
 
 def _select(condition, a: LinkCost, b: LinkCost) -> LinkCost:
-    return LinkCost(where(condition, a.latency, b.latency), where(condition, a.per_byte, b.per_byte))
+    return LinkCost(where(condition, a.latency, b.latency), where(condition, a.per_byte, b.per_byte),
+                    _priced_as(condition, a.priced_as, b.priced_as))
+
+
+def _priced_as(condition, a: str, b: str) -> str:
+    """What priced a selected cost: the one picked where the condition holds alike for every layout (a number, an
+    array all true or all false, sympy's true or false); arrays and letters that mix two name both."""
+    kind = family(condition)
+    if kind == "numpy":
+        condition = True if condition.all() else False if not condition.any() else None
+    elif kind == "sympy":
+        condition = True if condition == True else False if condition == False else None  # noqa: E712 sympy.true
+    return a if a == b else f"{a} or {b}" if condition is None else a if condition else b
 
 
 def link_cost(hardware, op: str, where_: Placement, algorithm: str = "auto") -> LinkCost:
@@ -212,12 +229,12 @@ def _across_domains(hardware, op: str, where_: Placement, algorithm: str) -> Lin
                  inter_bandwidth=slow.bandwidth_bytes_per_s * (slow.efficiency or 1.0))
     if op == "all-to-all":  # one grouped exchange: the network's latency, the NICs' share and NVLink's at once
         return LinkCost(one_level_cost(slow, op, where_.ranks, "ring", None).latency,
-                        ct.hierarchical_all_to_all_per_byte(**shape))
+                        ct.hierarchical_all_to_all_per_byte(**shape), "hierarchical")
     inside = where(above_one(g), fast.latency_s or 0.0, 0.0)  # a ring in the node, if the node holds more than one
     across = slow.latency_s or 0.0
     if op == "all-reduce":
-        return LinkCost(2 * inside + across, ct.hierarchical_allreduce_per_byte(**shape))
-    return LinkCost(inside + across, ct.hierarchical_gather_per_byte(**shape))
+        return LinkCost(2 * inside + across, ct.hierarchical_allreduce_per_byte(**shape), "hierarchical")
+    return LinkCost(inside + across, ct.hierarchical_gather_per_byte(**shape), "hierarchical")
 
 
 def calibration_used(hardware, op: str, where_: Placement, algorithm: str = "auto") -> str:

@@ -78,20 +78,8 @@ def predictor(hardware, *, collective: str, algorithm: str, nodes: int, gpus_per
     calibrated = network.calibrated(hardware, collective, where_, algorithm)
     label = network.calibration_used(hardware, collective, where_, algorithm) if calibrated else ""
     level = fast.name if nodes == 1 else hardware.network[-1].name
-    return Predictor(cost, level, formula if tuned else priced_as(collective, formula, nodes, calibrated), calibrated,
-                     label)
-
-
-def priced_as(collective: str, formula: str, nodes: int, calibrated: bool) -> str:
-    """What network.link_cost prices a collective with, as validate's `assumed` column names it: 'p2p' (each rank's
-    shares sent straight to their peers: all-to-all, gather, scatter, a send), 'chain' (broadcast and reduce
-    pipelined through the ranks), ``formula`` (ring or NVLS) in one node; across nodes 'hierarchical' where two levels
-    price it (network._across_domains), else the same one-level formula over the network level."""
-    from costmodel.formulas import comms
-
-    one_level = "p2p" if collective in network.POINT_TO_POINT else "chain" if collective in comms.WHOLE else formula
-    two_levels = collective in network.HIERARCHICAL + ("all-to-all",) and not calibrated
-    return "hierarchical" if nodes > 1 and two_levels else one_level
+    # what priced it, as network.link_cost decided (LinkCost.priced_as); NCCL's tuner names its pick per size (at)
+    return Predictor(cost, level, formula if tuned else cost.priced_as, calibrated, label)
 
 
 def predict(hardware, *, collective: str, algorithm: str, buffer_bytes: float, nodes: int,
