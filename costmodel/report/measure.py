@@ -30,7 +30,7 @@ _DISTINGUISHING = {"nodes x GPUs": lambda r: f"{r.nodes}x{r.gpus_per_node}", "dt
 
 
 def distinguishing(rows) -> dict:
-    """The columns of :data:`_DISTINGUISHING` whose values differ among ``rows`` (several worlds, dtypes, placements)."""
+    """The columns of :data:`_DISTINGUISHING` whose values differ among ``rows`` (worlds, dtypes, placements)."""
     return {name: cell for name, cell in _DISTINGUISHING.items() if len({cell(r) for r in rows}) > 1}
 
 
