@@ -422,3 +422,31 @@ def test_assumed_is_what_link_cost_priced_with():
     inside = Placement("ep", np.array([4, 8]), np.array([4, 8]), np.array([1, 1]))
     assert network.link_cost(h100, "all-to-all", inside).priced_as == "p2p"
     assert network.link_cost(h100, "all-to-all", Placement("ep", 1, 1, 1)).priced_as == "none"
+
+
+def test_world_flags_are_judged_where_the_logs_are_read(tmp_path):
+    """A library caller is refused as the CLI is: parse_log of a log with rank lines (1 x 8) under flags for another
+    world (2 x 4) raises, as does nccl-tests' JSON of it; read_measurements beside a log without rank lines (which
+    the flags describe) takes both, each with its own world, and no flag leaks into the documents."""
+    from costmodel.errors import CostModelError
+    from costmodel.measure.load import read_measurements
+    from costmodel.measure.nccl_json import parse_json
+    from costmodel.measure.nccl_tests import Hints, parse_log
+
+    ranked = MEASURED / "all_reduce_ring.out"
+    flags = Hints(nodes=2, gpus_per_node=4)
+    with pytest.raises(CostModelError, match="no log given lacks"):
+        parse_log(ranked, flags)
+    devices = [{"rank": r, "group": 0, "hostname": "node0", "device_info": "H100"} for r in range(8)]
+    data = {"args": ["./build/all_reduce_perf"], "config": {"ngpus": 8, "devices": devices},
+            "results": [{"size": 2**20, "count": 2**18, "type": "float",
+                         "out_of_place": {"time": 100.0, "alg_bw": 10.49, "bus_bw": 18.35, "nwrong": 0}}]}
+    with pytest.raises(CostModelError, match="no log given lacks"):
+        parse_json(tmp_path / "ar.json", data, flags)
+    unranked = tmp_path / "all_reduce_ring_unranked.out"
+    unranked.write_text("\n".join(line for line in ranked.read_text().splitlines() if "#  Rank" not in line))
+    docs = read_measurements([ranked, unranked], flags)
+    assert [(d["environment"]["nodes"], d["environment"]["gpus_per_node"]) for d in docs] == [(1, 8), (2, 4)]
+    assert not any({"told", "disagrees"} & d["source"].keys() for d in docs)
+    with pytest.raises(CostModelError, match="no log given lacks"):
+        read_measurements([ranked], flags)

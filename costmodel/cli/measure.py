@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -52,32 +51,12 @@ def with_log_hints(command):
     return extend(command, LOG_HINTS, "hints", build)
 
 
-#: what only nccl-tests' text output prints (its parameter line, a test's start, the table's header)
-_NCCL_TESTS = re.compile(r"^.*(?:#\s*nThread\s+\d+|Collective test starting:|#\s+size\s+count\b)", re.MULTILINE)
-
-
 def load_measurements(paths: list[Path], hints=None) -> list[dict]:
-    """Results JSON files, nccl-tests logs (told apart by their first character) and nccl-tests' own JSON
-    (-J), each as a results document; ``hints`` fill in what logs leave out."""
-    from costmodel.inputs.files import LOG_LIMIT, parse_document, read_text
-    from costmodel.measure.nccl_json import is_nccl_tests_json, parse_json
-    from costmodel.measure.nccl_tests import Hints, parse_log
-    from costmodel.measure.nccl_world import check_told
-    from costmodel.measure.results import read_results
+    """Results JSON files, nccl-tests logs and nccl-tests' own JSON (-J), each as a results document
+    (measure/load.read_measurements); ``hints`` fill in what logs leave out; their notes printed once all have read."""
+    from costmodel.measure.load import read_measurements
 
-    docs = []
-    for path in [p for given in paths for p in shipped(given)]:
-        text = read_text(path, "measurement file", LOG_LIMIT)
-        # a log may open with '[' or '{' too (Open MPI's '[1,0]<stdout>:', MPICH's '[0] ', a launcher's own line):
-        # a file with nccl-tests' table is a log
-        is_json = text.lstrip()[:1] in ("{", "[") and not _NCCL_TESTS.search(text)
-
-        if not is_json:
-            docs.append(parse_log(path, hints or Hints(), text))
-            continue
-        data = parse_document(text, str(path), "json")
-        docs.append(parse_json(path, data, hints or Hints()) if is_nccl_tests_json(data) else read_results(path, text))
-    check_told(docs)
+    docs = read_measurements([p for given in paths for p in shipped(given)], hints)
     for source in (doc["source"] for doc in docs):  # the rest of a sweep reads; say what did not, what was assumed
         for note in source.get("skipped", []) + source.get("notes", []):
             typer.echo(f"note: {note}", err=True)

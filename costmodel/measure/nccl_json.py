@@ -11,7 +11,7 @@ from costmodel.inputs.bounds import DEVICES, MESSAGE
 from costmodel.inputs.files import shown
 from costmodel.measure.nccl_rows import measurement
 from costmodel.measure.nccl_tests import Hints, infer_algorithm, nccl_version_of, program_of
-from costmodel.measure.nccl_world import Section, world_of
+from costmodel.measure.nccl_world import Section, WorldFlags, check_told, flags_of, world_of
 from costmodel.measure.results import FORMAT, algorithm_set_by, canonical_algorithm, canonical_collective
 
 
@@ -21,7 +21,16 @@ def is_nccl_tests_json(data) -> bool:
 
 
 def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
-    """One nccl-tests JSON file as a cost4d results document (one run: one program per file)."""
+    """One nccl-tests JSON file as a cost4d results document (:func:`read_json`), read alone: --nodes/--gpus-per-node
+    that name another world than its devices are refused (nccl_world.check_told)."""
+    document, flags = read_json(path, data, hints)
+    check_told([flags])
+    return document
+
+
+def read_json(path: Path, data: dict, hints: Hints = Hints()) -> tuple[dict, WorldFlags]:
+    """One nccl-tests JSON file as a cost4d results document (one run: one program per file), and what
+    --nodes/--gpus-per-node did in it (judged by the caller over every file read together)."""
     where = str(path)
     args, config, results = data.get("args"), data.get("config"), data.get("results")
     if not (isinstance(args, list) and args and isinstance(config, dict) and isinstance(results, list) and results):
@@ -49,7 +58,7 @@ def parse_json(path: Path, data: dict, hints: Hints = Hints()) -> dict:
         "environment": env,
         "runs": [{"collective": logged, "algorithm": _algorithm(data, hints, path), "rows": section.rows,
                   "environment": env}],
-    }
+    }, flags_of([section])
 
 
 def _whole(value) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from costmodel.errors import CostModelError
 from costmodel.inputs.bounds import DEVICES
 from costmodel.measure.nccl_rows import data_row, delta_checked, is_row, layout_of, unlabelled
-from costmodel.measure.nccl_world import Section, world_of
+from costmodel.measure.nccl_world import Section, WorldFlags, check_told, flags_of, world_of
 from costmodel.inputs.files import shown
 from costmodel.measure.results import COLLECTIVES, FORMAT, algorithm_set_by, canonical_algorithm, canonical_collective
 from costmodel.record import record
@@ -82,9 +82,18 @@ def infer_op(path: Path) -> str | None:
 
 
 def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> dict:
-    """One nccl-tests log (``text`` if already read) as a cost4d results document: one run per
-    'Collective test starting' block; a log that starts at its header (no such line) is one block
-    whose op comes from ``--op`` or the file name."""
+    """One nccl-tests log (``text`` if already read) as a cost4d results document (:func:`read_log`), read alone:
+    --nodes/--gpus-per-node that name another world than its rank lines, where no block of it lacks them, are
+    refused (nccl_world.check_told; measure/load.read_measurements judges several logs together)."""
+    document, flags = read_log(path, hints, text)
+    check_told([flags])
+    return document
+
+
+def read_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> tuple[dict, WorldFlags]:
+    """One nccl-tests log as a cost4d results document, and what --nodes/--gpus-per-node did in it (judged by the
+    caller over every log read together): one run per 'Collective test starting' block; a log that starts at its
+    header (no such line) is one block whose op comes from ``--op`` or the file name."""
     from costmodel.inputs.files import LOG_LIMIT, read_text
 
     text = read_text(path, "nccl-tests log", LOG_LIMIT) if text is None else text
@@ -154,19 +163,10 @@ def parse_log(path: Path, hints: Hints = Hints(), text: str | None = None) -> di
     return {
         "format": FORMAT,
         "source": {"tool": "nccl-tests", "version": version, "nccl": nccl, "files": [str(path)],
-                   **_world_flags(sections),
                    **({"skipped": skipped} if skipped else {}), **({"notes": notes} if notes else {})},
         "environment": environment,
         "runs": runs,
-    }
-
-
-def _world_flags(sections: list) -> dict:
-    """Whether --nodes/--gpus-per-node gave a block its world ('told'), and where they disagree with a block's rank
-    lines ('disagrees'): nccl_world.check_told judges them over all the logs given."""
-    told = any(s.told for s in sections)
-    disagrees = next((s.disagrees for s in sections if s.disagrees), None)
-    return {**({"told": True} if told else {}), **({"disagrees": disagrees} if disagrees else {})}
+    }, flags_of(sections)
 
 
 def untold_algorithm(path, runs: list[dict]) -> list[str]:
@@ -246,8 +246,7 @@ def program_of(name: str, path, lineno: int) -> str:
 def merge(documents: list[dict]) -> dict:
     """Several logs of one system as one document (runs appended, files listed)."""
     first = documents[0]
-    kept = {k: v for k, v in first["source"].items()  # each doc's notes added below; the world flags judged before
-            if k not in ("skipped", "notes", "told", "disagrees")}
+    kept = {k: v for k, v in first["source"].items() if k not in ("skipped", "notes")}  # each doc's added below
     merged = {**first, "source": {**kept, "files": []}, "runs": []}
     for doc in documents:
         files = doc["source"].get("files")

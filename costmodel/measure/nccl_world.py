@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from costmodel.errors import CostModelError
+from costmodel.record import record
 
 
 class Section:
@@ -63,7 +64,7 @@ def _spans(ranks: list[int]) -> str:
 def world_of(section: "Section", given: dict | None, previous: dict | None, path) -> dict:
     """A block's world: its rank lines, else --nodes/--gpus-per-node, else the block before's. Flags that disagree
     with the rank lines describe the logs without any (several logs imported together): the block notes the
-    disagreement, which :func:`check_told` refuses where no log took the flags."""
+    disagreement, which :func:`check_told` refuses where no log read with it took the flags."""
     if section.ranks:
         listed = section.environment(path)
         if given and (given["nodes"], given["gpus_per_node"]) != (listed["nodes"], listed["gpus_per_node"]):
@@ -107,11 +108,25 @@ def _check_bus_factor(section: "Section", world: dict, path, listed: bool = Fals
                              f"({expected:.4g})")
 
 
-def check_told(documents: list[dict]) -> None:
-    """--nodes/--gpus-per-node are for logs without '#  Rank' lines: where every log lists its ranks and one lists
-    another world than the flags, the flags describe nothing given: one line says so."""
-    if any(doc["source"].get("told") for doc in documents):
+@record
+class WorldFlags:
+    """What --nodes/--gpus-per-node did in one log: gave a block without rank lines its world (``told``), or name
+    another world than a block's rank lines (``disagrees``: the line that says so)."""
+
+    told: bool = False
+    disagrees: str | None = None
+
+
+def flags_of(sections: list[Section]) -> WorldFlags:
+    """What the flags did in a log's blocks (:func:`world_of` marks each)."""
+    return WorldFlags(any(s.told for s in sections), next((s.disagrees for s in sections if s.disagrees), None))
+
+
+def check_told(flags: list[WorldFlags]) -> None:
+    """--nodes/--gpus-per-node are for logs without '#  Rank' lines: where no log read together takes them and one
+    lists another world than the flags, the flags describe nothing given: one line says so."""
+    if any(f.told for f in flags):
         return
-    for doc in documents:
-        if doc["source"].get("disagrees"):
-            raise CostModelError(doc["source"]["disagrees"])
+    for f in flags:
+        if f.disagrees:
+            raise CostModelError(f.disagrees)
