@@ -450,3 +450,22 @@ def test_world_flags_are_judged_where_the_logs_are_read(tmp_path):
     assert not any({"told", "disagrees"} & d["source"].keys() for d in docs)
     with pytest.raises(CostModelError, match="no log given lacks"):
         read_measurements([ranked], flags)
+
+
+def test_a_refusal_after_the_logs_read_stays_one_line(tmp_path):
+    """A log whose name says no algorithm gets a note, but where the command then refuses (a fit with one size above
+    --min-bytes) the refusal is the one line on stderr: notes print once the command has its answer."""
+    import subprocess
+    import sys
+
+    ring = Path(__file__).resolve().parents[1] / "hardware/measured/h100-8gpu-together-nccl-tests/all_reduce_ring.out"
+    kept = [line for line in ring.read_text().splitlines()
+            if not (line.split() and line.split()[0].isdigit() and int(line.split()[0]) >= 2 * 2**20)]
+    log = tmp_path / "l.out"
+    log.write_text("\n".join(kept) + "\n")
+    args = [sys.executable, "-m", "costmodel", "validate", str(log), "--hardware", "h100-sxm"]
+    refused = subprocess.run([*args, "--fit"], capture_output=True, text=True)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert refused.stderr.startswith("error: --fit all-reduce")
+    shown = subprocess.run(args, capture_output=True, text=True, check=True)
+    assert shown.stderr.startswith("note: ") and "names no algorithm" in shown.stderr

@@ -53,14 +53,23 @@ def with_log_hints(command):
 
 def load_measurements(paths: list[Path], hints=None) -> list[dict]:
     """Results JSON files, nccl-tests logs and nccl-tests' own JSON (-J), each as a results document
-    (measure/load.read_measurements); ``hints`` fill in what logs leave out; their notes printed once all have read."""
+    (measure/load.read_measurements); ``hints`` fill in what logs leave out. Their notes: :func:`say_notes`."""
     from costmodel.measure.load import read_measurements
 
-    docs = read_measurements([p for given in paths for p in shipped(given)], hints)
-    for source in (doc["source"] for doc in docs):  # the rest of a sweep reads; say what did not, what was assumed
+    return read_measurements([p for given in paths for p in shipped(given)], hints)
+
+
+def say_notes(docs: list[dict], spec=None) -> None:
+    """The logs' notes (what a sweep left out, what was assumed) and, against a ``spec``, where they ran on another
+    GPU than its (validate, plot validate), once the command has its answer: a refusal stays one line."""
+    from costmodel.measure.devices import device_note
+
+    for source in (doc["source"] for doc in docs):
         for note in source.get("skipped", []) + source.get("notes", []):
             typer.echo(f"note: {note}", err=True)
-    return docs
+    note = device_note(docs, spec) if spec is not None else None
+    if note:
+        typer.echo(f"note: {note}", err=True)
 
 
 def shipped(path: Path) -> list[Path]:
@@ -121,7 +130,9 @@ def import_nccl_tests(
     from costmodel.report import emit_json
 
     out = out_path(out)
-    document = merge(load_measurements(logs, hints))
+    docs = load_measurements(logs, hints)
+    document = merge(docs)
+    say_notes(docs)
     if out:
         write_json(out, document)
     if as_json or not out:
@@ -129,15 +140,6 @@ def import_nccl_tests(
     else:
         typer.echo(f"wrote {out}: {len(document['runs'])} runs, "
                    f"{sum(len(r['rows']) for r in document['runs'])} rows")
-
-
-def note_devices(docs: list[dict], spec) -> None:
-    """A note where the logs ran on another GPU than the spec's (validate, plot validate)."""
-    from costmodel.measure.devices import device_note
-
-    note = device_note(docs, spec)
-    if note:
-        typer.echo(f"note: {note}", err=True)
 
 
 def check_validate_options(hardware, placement: str) -> None:
@@ -181,7 +183,6 @@ def validate(
     floor = message_size(min_bytes, "--min-bytes")
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
-    note_devices(docs, spec)
     v.check_networked(docs)
     before = v.compare(docs, spec, placement)
     fits, after = [], None
@@ -193,6 +194,7 @@ def validate(
             from costmodel.inputs.output import write_json
 
             write_json(out, calibrated)
+    say_notes(docs, spec)
     report_measure.validation(spec, before, fits, after, out, as_json, floor)
 
 

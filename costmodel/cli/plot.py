@@ -206,7 +206,7 @@ def validate_cmd(
 
     Example: cost4d plot validate shipped:h100-8gpu-together-nccl-tests --hardware h100-sxm --out validate.png
     """
-    from costmodel.cli.measure import check_validate_options, load_measurements, note_devices
+    from costmodel.cli.measure import check_validate_options, load_measurements, say_notes
     from costmodel.errors import CostModelError
     from costmodel.measure.validate import check_networked, compare, median_abs_error
     from costmodel.report.plot import check_path, validation
@@ -216,11 +216,11 @@ def validate_cmd(
     check_path(out, "--out")
     spec = load_hardware(hardware)
     docs = load_measurements(results, hints)
-    note_devices(docs, spec)
     check_networked(docs)
     rows = compare(docs, spec, placement)
     if not rows:
         raise CostModelError(f"the measurements have no {placement} rows above 0 bytes to compare")
+    say_notes(docs, spec)
     validation(rows, f"{spec.name}, nccl-tests {placement}", out)
     error = median_abs_error(rows)
     _done(as_json, out, "validate", f"{spec.name}: {len(rows)} rows, median |error| over sizes >= 1 MiB "
