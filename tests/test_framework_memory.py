@@ -1037,10 +1037,11 @@ def test_symbolic_memory_of_a_moe_with_dense_first_layers_under_a_pipeline(split
     assert data["symbolic"] and data["total_bytes"] > 0
 
 
-def test_megatron_interleaves_whole_layers_per_chunk_only():
-    """Megatron-LM's arguments.py asserts, with a virtual pipeline, that the layers divide over the stages and each
-    stage's over its chunks: Llama 3.1 405B's 126 layers over 8 x 8 chunks are refused in one line that names the
-    ends split (128 slots divide), which runs; other frameworks and 1F1B keep the uneven split."""
+def test_megatron_places_whole_equal_layer_counts_on_its_stages_and_chunks():
+    """Megatron-core's get_num_layers_to_build asserts that the layers (L + 2 under account_for_*_in_pipeline_split)
+    divide over the stages, and with a virtual pipeline each stage's over its chunks: Llama 3.1 405B's 126 layers over
+    8 x 8 chunks, or over 8 stages of 1F1B, are refused in one line that names the ends split (128 slots divide),
+    which runs; the exact accounting keeps the uneven split."""
     flags = ["--model", "llama3-405b", "--tp", "8", "--sp", "--pp", "8", "--microbatches", "64", "--cp", "2",
              "--fsdp", "4", "--zero", "1", "--tokens", "8192"]
 
@@ -1050,8 +1051,12 @@ def test_megatron_interleaves_whole_layers_per_chunk_only():
 
     refused = run("--framework", "megatron", "--schedule", "interleaved", "--chunks", "8")
     assert refused.returncode != 0 and refused.stderr.strip() == (
-        "error: --framework megatron interleaves only whole layers per model chunk: its 126 layers do not divide "
-        "over --pp 8 x --chunks 8 = 64 (with --split ends, 126 + 2 = 128 would)")
+        "error: --framework megatron places whole, equal layer counts on its stages and model chunks: its 126 layers "
+        "do not divide over --pp 8 x --chunks 8 = 64 (with --split ends, 126 + 2 = 128 would)")
     assert run("--framework", "megatron", "--schedule", "interleaved", "--chunks", "8", "--split", "ends").returncode == 0
-    assert run("--framework", "megatron").returncode == 0  # 1F1B: 16 layers on six stages, 15 on two
+    refused = run("--framework", "megatron")
+    assert refused.returncode != 0 and refused.stderr.strip() == (
+        "error: --framework megatron places whole, equal layer counts on its stages: its 126 layers do not divide over "
+        "--pp 8 (with --split ends, 126 + 2 = 128 would)")
     assert run("--schedule", "interleaved", "--chunks", "8").returncode == 0  # the exact accounting's uneven chunks
+    assert run().returncode == 0  # and 1F1B's: 16 layers on six stages, 15 on two

@@ -51,8 +51,11 @@ def search(model: str, hardware: str, gpus: int, global_batch: int, seq, recipe,
                  framework=frame, precision=precision, kernels=kernels, top=top, headroom=headroom,
                  document=document, memory=memory, split=split)
     if not result.best:
+        hint = ("; its stages take whole, equal layer counts: --split ends counts the embedding and the loss as "
+                "layers too" if frame is not None and frame.whole_chunks and split not in (None, "ends") else "")
         raise CostModelError(f"no layout of {gpus:,} x {device.name} fits {spec.name} with {global_batch:,} tokens "
-                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items()))
+                             f"per step: " + "; ".join(f"{n:,} rejected by {r}" for r, n in result.rejected.items())
+                             + hint)
     from costmodel.cost.overlap import data_overlap_source
 
     header = {"model": spec.name, "hardware": device.name, "devices": gpus, "global_tokens": global_batch, "seq": length,

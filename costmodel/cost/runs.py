@@ -93,17 +93,20 @@ def check_runs(framework, point, *, experts: bool = False, layers: int | None = 
 
 
 def _check_chunks(framework, point, layers) -> None:
-    """An interleaved layout whose layers (L + 2 under the ends split) do not divide over its p x v model chunks,
-    where the framework's schedule needs them to (:attr:`Framework.whole_chunks`); the ends split named where it
-    would divide."""
-    interleaved = isinstance(point.pp, int) and point.pp > 1 and point.schedule == "interleaved"
-    if not (framework.whole_chunks and interleaved and isinstance(layers, int)):
+    """A pipeline whose layers (L + 2 under the ends split) do not divide over its stages (x its model chunks when
+    interleaved), where the framework needs them to (:attr:`Framework.whole_chunks`); the ends split named where
+    it would divide."""
+    piped = isinstance(point.pp, int) and point.pp > 1
+    if not (framework.whole_chunks and piped and isinstance(layers, int)):
         return
-    chunks = point.pp * point.chunks
+    interleaved = point.schedule == "interleaved"
+    chunks = point.pp * (point.chunks if interleaved else 1)
     room = slots(layers, point.split)
     if room % chunks:
+        over = f"--pp {point.pp} x --chunks {point.chunks} = {chunks}" if interleaved else f"--pp {point.pp}"
         hint = (f" (with --split ends, {layers} + 2 = {layers + 2} would)"
                 if point.split != "ends" and (layers + 2) % chunks == 0 else "")
         what = f"{layers} layers" + (" + the embedding and the loss" if point.split == "ends" else "")
-        raise CostModelError(f"--framework {framework.name} interleaves only whole layers per model chunk: its "
-                             f"{what} do not divide over --pp {point.pp} x --chunks {point.chunks} = {chunks}{hint}")
+        raise CostModelError(f"--framework {framework.name} places whole, equal layer counts on its stages"
+                             f"{' and model chunks' if interleaved else ''}: its {what} do not divide over "
+                             f"{over}{hint}")

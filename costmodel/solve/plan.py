@@ -79,8 +79,9 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
          memory: str = "likely", kernels: str | None = None, split: str | None = None) -> Plan:
     """The ``top`` layouts by predicted tokens/s (see the module docstring); ``document``: every layout's
     sequences hold documents of that many tokens, attention masked to each (`step --document`); ``split``: how
-    pipeline stages take the layers (None: the framework's; ``ends`` counts the embedding and the loss as a layer
-    each, so interleaved chunks need L + 2 to divide over them, as Megatron-core asks)."""
+    pipeline stages take the layers (None: the framework's, and for a framework whose stages take equal, whole layer
+    counts (Megatron-core) the ends split too, which counts the embedding and the loss as a layer each: L + 2 then
+    divides over the stages and chunks where L may not, as NeMo's Llama 3.1 405B recipe runs it)."""
     import numpy as np
 
     from costmodel.cost.evaluate import check_document, evaluate
@@ -123,17 +124,22 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     replicate_kv = "replicate" if framework is None and shape.attention else "split"
     kinds = cp_kinds(framework)
     default_split = framework.split if framework is not None else "even"
-    split = split or default_split
-    if split not in SPLITS:
+    if split is not None and split not in SPLITS:
         raise CostModelError(f"--split {str(split)[:40]!r}: use {', '.join(SPLITS[:-1])} or {SPLITS[-1]}")
-    room = slots(shape.layers, split)  # what interleaved chunks divide
-    for zero, recompute, (schedule, chunks), cp_kind, sp in itertools.product(stages, modes, SCHEDULES, kinds,
-                                                                              SEQUENCE_PARALLEL):
+    whole = framework is not None and framework.whole_chunks
+    splits = (split,) if split else (default_split, "ends") if whole and default_split != "ends" else (default_split,)
+    for zero, recompute, (schedule, chunks), cp_kind, sp, split in itertools.product(
+            stages, modes, SCHEDULES, kinds, SEQUENCE_PARALLEL, splits):
+        room = slots(shape.layers, split)  # what the stages (and interleaved chunks) divide
         keep = np.ones(len(rows), dtype=bool)
+        if split != splits[0]:
+            keep &= pp > 1  # one stage: the split changes nothing, the first split's group has it
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
             keep &= (pp > 1) & (steps % pp == 0) & (room % (pp * chunks) == 0)
+        elif whole:
+            keep &= room % pp == 0  # its stages take equal, whole layer counts (Framework.whole_chunks)
         if cp_kind != kinds[0]:
             keep &= cp > 1  # one CP device: the kind changes nothing, the first kind's group has it
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its

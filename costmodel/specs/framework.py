@@ -26,8 +26,8 @@ class Framework(Spec):
     recipe: Name | None = field(None, description="the precision recipe the framework trains with, if fixed")
     split: Literal[SPLITS] = field("even", description="how it spreads layers over pipeline stages")
     whole_chunks: bool = field(
-        False, description="its interleaved schedule needs the layers (with the embedding and the loss under the "
-        "ends split) to divide over the stages and their model chunks")
+        False, description="its pipeline needs the layers (with the embedding and the loss under the ends split) to "
+        "divide over the stages, and with interleaving over their model chunks")
     attention_kernel: Name | None = field(
         None, description="the attention kernel it runs, a kernel of the hardware's attention table (None: the "
         "hardware's default)")

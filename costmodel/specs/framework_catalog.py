@@ -82,8 +82,9 @@ FRAMEWORKS: dict[str, Framework] = {
             # core/pipeline_parallel/schedules.py get_forward_backward_func: pipelining without interleaving
             # (1F1B) or with it (a virtual pipeline size); no GPipe, no zero-bubble schedule
             schedules=["1f1b", "interleaved"],
-            # megatron/training/arguments.py: with a virtual pipeline, 'number of layers should be divisible by the
-            # pipeline parallel size' and each stage's layers by the chunks' (L + 2 under account_for_*_in_pipeline_split)
+            # core/transformer/transformer_block.py get_num_layers_to_build: 'num_layers should be divisible by
+            # pipeline_model_parallel_size' (L + 2 under account_for_*_in_pipeline_split), and with a virtual pipeline
+            # each stage's layers by its chunks (megatron/training/arguments.py)
             whole_chunks=True,
             recompute_modes=["none", "selective", "full"],  # --recompute-granularity full|selective (arguments.py)
             # core/distributed/distributed_data_parallel.py: dense parameters' gradient buffers, and the
