@@ -1,12 +1,13 @@
-"""Every collective of one optimizer step, from every axis, for the stage with the most parameters,
-each with the group's placement and its time (the one time model of :mod:`costmodel.cost.network`)."""
+"""Every collective of one optimizer step, from every axis, for the device that carries the most (the data axis's
+on the stage with the most parameters, the layers' on the one with the most layers), each with the group's
+placement and its time (the one time model of :mod:`costmodel.cost.network`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from costmodel.cost.stage import Stage, recomputed_layers
-from costmodel.mathops import where
+from costmodel.mathops import family, where
 from costmodel.parallel import context, data, expert, pipeline, tensor
 from costmodel.parallel.collective import SUBGROUPS, Collective, listed
 from costmodel.parallel.pipeline import StageRole
@@ -18,15 +19,26 @@ if TYPE_CHECKING:
 
 def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     """What one device of stage ``st`` joins in one step, axis by axis."""
-    role = st.role
+    return data_rows(shape, recipe, point, st) + layer_rows(shape, recipe, point, st)
+
+
+def data_rows(shape, recipe, point, st: Stage) -> list[Collective]:
+    """The data axis's traffic of stage ``st`` (gradients and FSDP's gathers, the routed experts' over theirs)."""
     out = data.collectives(params=st.params - st.expert_params, root_params=st.root_params, layers=st.layers,
                            recipe=recipe, point=point)
     if shape.moe:
         out += expert.data_collectives(params=st.expert_params, layers=st.moe_layers, recipe=recipe, point=point)
+    return out
+
+
+def layer_rows(shape, recipe, point, st: Stage) -> list[Collective]:
+    """The traffic each micro-batch's layers of stage ``st`` send (TP and SP, the experts' all-to-alls, CP) and the
+    pipeline's sends."""
+    role = st.role
     recomputed = recomputed_layers(st.layers, point)
     recomputed_dense = None if st.dense_layers is None else recomputed_layers(st.dense_layers, point)
-    out += tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
-                              dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
+    out = tensor.collectives(shape, recipe, point, layers=st.layers, first=role.first, last=role.last,
+                             dense_layers=st.dense_layers, recomputed=recomputed, recomputed_dense=recomputed_dense)
     out += expert.collectives(shape, recipe, point, moe_layers=st.moe_layers,
                               recomputed=recomputed - (0 if recomputed_dense is None else recomputed_dense))
     # torchtitan's op policy saves the SDPA op whole, and torch's ring attention runs inside it: its traffic never reruns
@@ -36,33 +48,49 @@ def stage_collectives(shape, recipe, point, st: Stage) -> list[Collective]:
     return out
 
 
-def busiest_stage(stages: list[Stage]) -> Stage:
-    """The stage with the most data-axis traffic: the one with the most parameters, the first on ties
-    (middle stages never hold more than the first). Arrays and formulas select field by field.
-    ``stages``: every stage, or the representative ones (first ... last)."""
-    first, last = stages[0], stages[-1]
+def busiest_stage(stages: list[Stage], key=None) -> Stage:
+    """The stage with the most of ``key`` (default: parameters, which the data axis's traffic follows), the first on
+    ties. ``stages``: every stage, or the representative ones (first, middles, last), each element of an array
+    choosing its own (a stage a layout lacks never wins); a formula compares the first and the last."""
+    key = key or (lambda st: st.params)
     if len(stages) == 1:
-        return first
-    last_wins = last.params > first.params
-    if isinstance(last_wins, bool):
-        return last if last_wins else first
+        return stages[0]
+    if family(*(key(st) for st in stages)) == "sympy":
+        stages = [stages[0], stages[-1]]
+    best = stages[0]
+    for st in stages[1:]:
+        wins = key(st) > key(best)
+        if family(wins) == "numpy":
+            wins = wins & st.role.exists
+        best = (st if wins else best) if isinstance(wins, bool) or family(wins) == "number" else _either(wins, st, best)
+    return best
 
-    def pick(a, b):
-        return a if a is b else where(last_wins, a, b)  # the same on both (no routed experts: 0)
 
-    role = StageRole(None, pick(last.role.first, first.role.first), pick(last.role.last, first.role.last))
-    dense = None if first.dense_layers is None else pick(last.dense_layers, first.dense_layers)
-    copied = None if first.copied_params is None else pick(last.copied_params, first.copied_params)
-    return Stage(role, pick(last.layers, first.layers), pick(last.params, first.params),
-                 pick(last.root_params, first.root_params), pick(last.activation_bytes_per_token,
-                                                                 first.activation_bytes_per_token),
-                 pick(last.in_flight, first.in_flight), dense, pick(last.expert_params, first.expert_params), copied)
+def busiest_layers(st: Stage):
+    """What ranks a stage by its layers' traffic: its MoE layers first (each sends the experts' all-to-alls), then
+    its layers."""
+    return st.moe_layers * 4096 + st.layers  # more layers than any model has per stage
+
+
+def _either(wins, a: Stage, b: Stage) -> Stage:
+    """``a`` where ``wins``, else ``b``, field by field (arrays, formulas)."""
+    def pick(x, y):
+        return x if x is y else where(wins, x, y)
+
+    role = StageRole(None, pick(a.role.first, b.role.first), pick(a.role.last, b.role.last))
+    dense = None if b.dense_layers is None else pick(a.dense_layers, b.dense_layers)
+    copied = None if b.copied_params is None else pick(a.copied_params, b.copied_params)
+    return Stage(role, pick(a.layers, b.layers), pick(a.params, b.params), pick(a.root_params, b.root_params),
+                 pick(a.activation_bytes_per_token, b.activation_bytes_per_token), pick(a.in_flight, b.in_flight),
+                 dense, pick(a.expert_params, b.expert_params), copied)
 
 
 def step_collectives(shape, recipe, point, stages: list[Stage]) -> list[Collective]:
-    """Collectives of one step on the device of the stage with the most parameters (``stages``: every
-    stage of a layout, or the representative ones, as evaluate computes them)."""
-    return listed(stage_collectives(shape, recipe, point, busiest_stage(stages)))
+    """Collectives of one step on the device that carries the most: the data axis's on the stage with the most
+    parameters, the layers' (TP, experts, CP) on the stage with the most MoE layers, then the most layers, which
+    the pipeline waits on (``stages``: every stage of a layout, or the representative ones)."""
+    data_stage, work_stage = busiest_stage(stages), busiest_stage(stages, busiest_layers)
+    return listed(data_rows(shape, recipe, point, data_stage) + layer_rows(shape, recipe, point, work_stage))
 
 
 @record
