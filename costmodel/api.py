@@ -104,6 +104,9 @@ def cost(model, recipe: str | None = None, hardware=None, framework=None, precis
 
     precision = arg.choice("precision", precision, PRECISIONS)
     device, frame = _device(hardware), _framework(framework)
+    if precision != "bf16" and device is None:
+        raise CostModelError(f"precision = {precision!r} prices the step's matmuls: give hardware= (without one there "
+                             "is no step, and memory does not depend on it)")
     return evaluate_layout(_spec(model), _recipe(recipe, frame), _layout(**layout), device, framework=frame,
                            precision=precision)
 
@@ -160,13 +163,17 @@ def plan(model, hardware, *, gpus: int, global_batch: int, seq: int | None = Non
 
 
 @arg.checked_names(*LAYOUT_FIELDS)
-def solve_fsdp(model, limit, recipe: str = "cs336", **layout):
-    """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB')."""
+def solve_fsdp(model, limit, recipe: str | None = None, framework=None, **layout):
+    """Smallest N_FSDP under ``limit`` (bytes, or a string such as '95GB'); with a ``framework`` profile its
+    reserved peak and what it holds outside the allocator must fit (bisection), as `solve fsdp --framework` says."""
+    from costmodel.cost.runs import framework_zero
     from costmodel.solve.fsdp import solve_fsdp as solve
     from costmodel.inputs.numbers import memory_limit
 
     limit_bytes = memory_limit(limit, "limit")
-    return solve(_spec(model), _recipe(recipe), _layout(**{"fsdp": 2, **layout}), limit_bytes)
+    frame = _framework(framework)
+    return solve(_spec(model), _recipe(recipe, frame), framework_zero(_layout(**{"fsdp": 2, **layout}), frame),
+                 limit_bytes, frame)
 
 
 @arg.checked_names()

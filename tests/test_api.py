@@ -210,5 +210,24 @@ def test_cost_takes_a_framework_and_precision_and_gives_the_step_range_step_prin
     assert got.recipe.name == "megatron"  # the framework's recipe where none is given
     assert api.cost("llama3-8b", fsdp=8, tokens=8192).step_range is None  # no hardware: no step
     assert api.cost("qwen3-30b-a3b", hardware="h100-sxm", ep=8, fsdp=8, tokens=4096).step_range is None
+    with pytest.raises(CostModelError, match="precision = 'fp8' prices the step's matmuls: give hardware="):
+        api.cost("llama3-8b", precision="fp8", fsdp=8, tokens=8192)
     with pytest.raises(CostModelError, match="precision = 'fp4': use bf16 or fp8"):
         api.cost("llama3-8b", hardware="h100-sxm", precision="fp4", fsdp=8, tokens=8192)
+
+
+def test_solve_fsdp_takes_a_framework_as_the_cli_does():
+    """api.solve_fsdp(framework='megatron') answers as `cost4d solve fsdp --framework megatron` (its ZeRO-1 default,
+    bisection on the reserved peak); without one, the exact accounting's 38 for the XXL problem."""
+    import json
+    import subprocess
+    import sys
+
+    flags = dict(tp=8, sp=True, tokens=4096, recompute="full")
+    got = api.solve_fsdp("llama3-70b", "85GB", framework="megatron", **flags)
+    out = json.loads(subprocess.run(
+        [sys.executable, "-m", "costmodel", "solve", "fsdp", "--model", "llama3-70b", "--limit", "85GB", "--framework",
+         "megatron", "--tp", "8", "--sp", "--tokens", "4096", "--recompute", "full", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    assert got.n_fsdp == out["n_fsdp"] == 4 and out["layout"]["zero"] == 1
+    assert api.solve_fsdp("xxl", "95GB").n_fsdp == 38

@@ -129,7 +129,8 @@ TpKvOpt = Annotated[str, typer.Option(metavar="split|replicate",
     "rank keeps a copy of the KV head its query heads read, and the copies' gradients are all-reduced).",
     rich_help_panel=_ADV)]
 SplitOpt = Annotated[Optional[str], choices(SPLITS, "SPLIT",
-    help="Layers over pipeline stages: even (Megatron: L/p, the first L mod p one more), ends (even over L + 2: "
+    help="Layers over pipeline stages: even (L/p each; where p does not divide L the first L mod p take one more, "
+    "which Megatron-core refuses), ends (even over L + 2: "
     "the embedding and the loss count as a layer each on the first and last stage, as Megatron's "
     "account_for_embedding and account_for_loss options do) or compute "
     "(nanotron: balanced by matmul weights with the output layer as V D, so early stages take more); "

@@ -74,7 +74,7 @@ class Layout(Checked):
         None, description="m: micro-batches per step through the pipeline; default pp (the fewest 1F1B takes)")
     split: Literal[SPLITS] | None = Field(
         None, description="the framework's default (even when none) or: layers over pipeline stages: even "
-        "(Megatron: L/p each, the first L mod p one more), ends (even over L + 2, the embedding and the loss a layer "
+        "(L/p each; where p does not divide L the first L mod p take one more, which Megatron-core refuses), ends (even over L + 2, the embedding and the loss a layer "
         "each on the first and last stage: Megatron's account_for_embedding/loss_in_pipeline_split) or compute "
         "(nanotron: balanced by matmul weights, the output layer counting as V D, so the first stages take more layers)")
     chunks: Steps = Field(1, description="v: model chunks per device (interleaved 1F1B)")
