@@ -142,6 +142,9 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
                              f"{shown(line.strip())}")
     size, lead, fields = int(tokens[0]), tokens[:-layout.width], tokens[-layout.width:]
     count, dtype = _number(lead[1], path, lineno, "count"), lead[2] if len(lead) > 2 else ""
+    if dtype and dtype not in TYPES:
+        raise CostModelError(f"{path}:{lineno}: type {shown(dtype, 20)}: not one nccl-tests prints "
+                             f"({', '.join(TYPES)})")
     if count != int(count) or count > MESSAGE:
         raise CostModelError(f"{path}:{lineno}: count {shown(lead[1], 20)}: expected a whole number of elements "
                              f"up to {MESSAGE:,}")
@@ -164,6 +167,9 @@ def data_row(line: str, path: Path, lineno: int, layout: _Layout | None = None) 
 DELTA = "_max_delta"
 #: the largest deviation per rank nccl-tests before 2.13 accepts for each type (src/common.cu DeltaMaxValue, at
 #: NVIDIA/nccl-tests@51af557^ L110-126; integers: 1e-200, i.e. none); its check: delta > this x (n - 1), L464
+#: the element types nccl-tests names in its rows (src/common.cu test_typenames: NCCL 2 and, last two, NCCL 1's)
+TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
+         "f8e5m2", "char", "int")
 DELTA_MAX = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
 
 
