@@ -62,7 +62,7 @@ def busiest_stage(stages: list[Stage], key=None) -> Stage:
         wins = key(st) > key(best)
         if family(wins) == "numpy":
             wins = wins & st.role.exists
-        best = (st if wins else best) if isinstance(wins, bool) or family(wins) == "number" else _either(wins, st, best)
+        best = (st if wins else best) if family(wins) == "number" else _either(wins, st, best)
     return best
 
 

@@ -4,7 +4,7 @@ recomputation modes (each declared in its profile, specs/framework_catalog.py, w
 from __future__ import annotations
 
 from costmodel.errors import CostModelError
-from costmodel.parallel.pipeline.stages import slots
+from costmodel.parallel.pipeline.stages import whole_chunks
 
 #: the CP kinds of a framework that names none: ring attention and Ulysses (torch's own kinds are torchtitan's)
 GENERIC_CP_KINDS = ("ring", "a2a")
@@ -100,9 +100,9 @@ def _check_chunks(framework, point, layers) -> None:
     if not (framework.whole_chunks and piped and isinstance(layers, int)):
         return
     interleaved = point.schedule == "interleaved"
-    chunks = point.pp * (point.chunks if interleaved else 1)
-    room = slots(layers, point.split)
-    if room % chunks:
+    per_stage = point.chunks if interleaved else 1
+    chunks = point.pp * per_stage
+    if not whole_chunks(layers, point.split, point.pp, per_stage):
         over = f"--pp {point.pp} x --chunks {point.chunks} = {chunks}" if interleaved else f"--pp {point.pp}"
         hint = (f" (with --split ends, {layers} + 2 = {layers + 2} would)"
                 if point.split != "ends" and (layers + 2) % chunks == 0 else "")

@@ -23,7 +23,7 @@ from costmodel.cost.runs import CP_INSIDE_DATA, cp_kinds
 from costmodel.cost.shape_op import unmodelled_block
 from costmodel.errors import CostModelError
 from costmodel.inputs.placement import DEFAULT_PLACEMENT, PLACEMENTS
-from costmodel.parallel.pipeline.stages import slots
+from costmodel.parallel.pipeline.stages import whole_chunks
 from costmodel.record import record
 from costmodel.solve.plan_candidates import candidates, with_placements, with_torus_axes
 from costmodel.specs import SPLITS
@@ -130,16 +130,15 @@ def plan(model, recipe, hardware, *, devices: int, global_tokens: int, seq: int,
     splits = (split,) if split else (default_split, "ends") if whole and default_split != "ends" else (default_split,)
     for zero, recompute, (schedule, chunks), cp_kind, sp, split in itertools.product(
             stages, modes, SCHEDULES, kinds, SEQUENCE_PARALLEL, splits):
-        room = slots(shape.layers, split)  # what the stages (and interleaved chunks) divide
         keep = np.ones(len(rows), dtype=bool)
         if split != splits[0]:
             keep &= pp > 1  # one stage: the split changes nothing, the first split's group has it
         if not sp:
             keep &= tp > 1  # one TP device: nothing to shard, the SP pass has it
         if schedule == "interleaved":
-            keep &= (pp > 1) & (steps % pp == 0) & (room % (pp * chunks) == 0)
+            keep &= (pp > 1) & (steps % pp == 0) & whole_chunks(shape.layers, split, pp, chunks)
         elif whole:
-            keep &= room % pp == 0  # its stages take equal, whole layer counts (Framework.whole_chunks)
+            keep &= whole_chunks(shape.layers, split, pp)  # its stages take equal, whole layer counts
         if cp_kind != kinds[0]:
             keep &= cp > 1  # one CP device: the kind changes nothing, the first kind's group has it
         if framework is not None and framework.cp_in_data:  # its mesh: CP directly inside the data axis, and its

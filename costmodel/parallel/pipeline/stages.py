@@ -79,6 +79,13 @@ def slots(layers, split: str = "even"):
     return layers + 2 if split == "ends" else layers
 
 
+def whole_chunks(layers, split, pp, chunks=1):
+    """Whether the layers (:func:`slots`: L + 2 under ``ends``) divide over ``pp`` stages of ``chunks`` model chunks
+    each: what Megatron-core asserts (transformer_block.get_num_layers_to_build) and any interleaved schedule
+    needs. Numbers or arrays."""
+    return slots(layers, split) % (pp * chunks) == 0
+
+
 def _even(slots, pp, role: StageRole):
     """Megatron's uniform split of ``slots`` over p stages: the first slots % p take one more."""
     if role.index == 0:
