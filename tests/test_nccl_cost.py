@@ -114,9 +114,16 @@ def test_the_shipped_hops_are_what_the_fit_gives():
 
     from costmodel.specs.load import load_hardware
 
+    said = {}
     for name, log in f.SYSTEMS.items():
         hardware = load_hardware(name)
         assert f.fit(hardware, f.LOGS / log) * 1e-6 == pytest.approx(hardware.nccl.network_latency_s, rel=1e-12)
+        before, after = (f.rows(hardware, f.LOGS / log, hop) for hop in (None, hardware.nccl.network_latency_s * 1e6))
+        said[name] = (hardware.nccl.network_latency_s * 1e6, f.median_abs(before, *f.SMALL), f.median_abs(after, *f.SMALL))
+    readme = " ".join((bench.parent / "README.md").read_text().split())  # the README's sentence, from the fit
+    (p5_hop, p5_before, p5_after), (p4de_hop, p4de_before, p4de_after) = said["aws-p5"], said["aws-p4de"]
+    assert (f"{p5_hop:g} us on p5, {p4de_hop:g} us on p4de" in readme and f"p5's small messages went from "
+            f"{p5_before:.0f}% too slow to {p5_after:.1f}%, p4de's from {p4de_before:.0f}% to {p4de_after:.1f}%" in readme)
 
 
 def test_letters_evaluate_to_the_number():
